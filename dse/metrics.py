@@ -1,0 +1,68 @@
+"""The one table of metrics.
+
+Objectives, constraints, result columns and plot axes all come from :data:`METRICS`. A metric's name
+is what users write in YAML (``minimize: latency_p99_ms``); its unit appears in every table column
+(``latency_p99_ms [ms]``) so a number is never read without it.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Direction(enum.Enum):
+    """Which way is better. Used for objectives, Pareto dominance and plot axis hints."""
+
+    MINIMIZE = "minimize"
+    MAXIMIZE = "maximize"
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A measured quantity: its name, unit, direction of goodness and meaning."""
+
+    name: str
+    unit: str
+    direction: Direction
+    description: str
+
+    @property
+    def column(self) -> str:
+        """The column name in result tables: the metric name followed by its unit."""
+        return f"{self.name} [{self.unit}]"
+
+
+def _table(*specs: MetricSpec) -> dict[str, MetricSpec]:
+    return {spec.name: spec for spec in specs}
+
+
+MIN = Direction.MINIMIZE
+MAX = Direction.MAXIMIZE
+
+METRICS: dict[str, MetricSpec] = _table(
+    MetricSpec("accuracy", "fraction", MAX,
+               "Top-1 accuracy of the deployed artifact on the held-out split."),
+    MetricSpec("latency_p50_ms", "ms", MIN, "Median latency of one batch, single-stream."),
+    MetricSpec("latency_p90_ms", "ms", MIN, "90th-percentile latency of one batch."),
+    MetricSpec("latency_p99_ms", "ms", MIN, "99th-percentile latency of one batch."),
+    MetricSpec("latency_mean_ms", "ms", MIN, "Mean latency of one batch."),
+    MetricSpec("throughput_sps", "samples/s", MAX,
+               "Samples per second at the candidate's batch size (batch size / mean latency)."),
+    MetricSpec("memory_peak_mb", "MB", MIN,
+               "Peak resident memory of the measuring process over the measurement window."),
+    MetricSpec("model_size_mb", "MB", MIN, "Size of the deployed artifact on disk."),
+    MetricSpec("params_m", "M", MIN, "Number of model parameters, in millions."),
+    MetricSpec("build_seconds", "s", MIN,
+               "Wall time to build the artifact (export, quantization, compile), cache hits excluded."),
+    MetricSpec("train_seconds", "s", MIN,
+               "Wall time of the accuracy training for this architecture (0 when cached)."),
+)
+
+
+def metric(name: str) -> MetricSpec:
+    """The spec of ``name``; raises KeyError naming the known metrics when it does not exist."""
+    try:
+        return METRICS[name]
+    except KeyError:
+        raise KeyError(f"unknown metric {name!r}; known: {', '.join(sorted(METRICS))}") from None

@@ -1,0 +1,134 @@
+"""Load YAML specs into validated models; resolve an experiment's referenced files."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from dse.exceptions import SpecError
+from dse.spec.errors import describe_validation_error, describe_yaml_error
+from dse.spec.models import ExperimentSpec, HardwareProfile, SearchSpace
+
+M = TypeVar("M", bound=BaseModel)
+
+KINDS: dict[str, type[BaseModel]] = {
+    "search_space": SearchSpace,
+    "hw_profile": HardwareProfile,
+    "experiment": ExperimentSpec,
+}
+_FOLDER_KINDS = {"search_spaces": "search_space", "hw_profiles": "hw_profile",
+                 "experiments": "experiment"}
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """The top-level mapping of a YAML file, or SpecError with one clear line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError([f"{path}: file not found"]) from None
+    except IsADirectoryError:
+        raise SpecError([f"{path}: is a directory, expected a YAML file"]) from None
+    except UnicodeDecodeError:
+        raise SpecError([f"{path}: not a text file (invalid UTF-8)"]) from None
+    except OSError as exc:
+        raise SpecError([f"{path}: cannot read: {exc.strerror}"]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError([describe_yaml_error(path, exc)]) from None
+    if not isinstance(data, dict):
+        raise SpecError([f"{path}: (top level): expected a mapping of keys, "
+                         f"found {type(data).__name__}"])
+    return data
+
+
+def load_model(path: Path, model: type[M]) -> M:
+    data = read_yaml(path)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(describe_validation_error(path, model, exc)) from None
+
+
+def guess_kind(path: Path, data: dict[str, Any]) -> str:
+    """Which of the three kinds a file is: by its folder, else by its keys."""
+    for part in reversed(path.resolve().parts[:-1]):
+        if part in _FOLDER_KINDS:
+            return _FOLDER_KINDS[part]
+    if "budget" in data or "devices" in data:
+        return "experiment"
+    if "deployment" in data or "model" in data or "objectives" in data:
+        return "search_space"
+    return "hw_profile"
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A campaign with its search space and device profiles loaded and cross-checked."""
+
+    spec: ExperimentSpec
+    path: Path
+    space: SearchSpace
+    devices: tuple[HardwareProfile, ...]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def run_dir(self) -> Path:
+        return (self.path.parent / self.spec.runs_dir / self.spec.name).resolve()
+
+
+def load_experiment_files(path: Path) -> Experiment:
+    """Load an experiment and the files it names; every problem in every file is reported at once."""
+    spec = load_model(path, ExperimentSpec)
+    problems: list[str] = []
+    space: SearchSpace | None = None
+    devices: list[HardwareProfile] = []
+    try:
+        space = load_model(path.parent / spec.search_space, SearchSpace)
+    except SpecError as exc:
+        problems.extend(exc.problems)
+    for index, device_path in enumerate(spec.devices):
+        try:
+            devices.append(load_model(path.parent / device_path, HardwareProfile))
+        except SpecError as exc:
+            problems.extend(exc.problems)
+            problems.append(f"{path}: devices[{index}]: the profile above is invalid")
+    if space is not None and not problems:
+        problems.extend(_cross_check(path, space, devices))
+    if problems:
+        raise SpecError(problems)
+    assert space is not None
+    return Experiment(spec=spec, path=path, space=space, devices=tuple(devices))
+
+
+def _cross_check(path: Path, space: SearchSpace, devices: list[HardwareProfile]) -> list[str]:
+    problems = []
+    names = [d.name for d in devices]
+    if len(set(names)) != len(names):
+        problems.append(f"{path}: devices: two profiles share a name: {names}")
+    wanted = set(space.deployment.backends)
+    for index, device in enumerate(devices):
+        if not wanted & set(device.backends):
+            problems.append(
+                f"{path}: devices[{index}]: profile {device.name!r} runs none of the space's "
+                f"backends {sorted(wanted)}; it runs {device.backends}")
+    return problems
+
+
+def write_schemas(folder: Path) -> list[Path]:
+    """Write one JSON schema per YAML kind, for editor completion."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for kind, model in KINDS.items():
+        target = folder / f"{kind}.schema.json"
+        target.write_text(json.dumps(model.model_json_schema(), indent=2) + "\n")
+        written.append(target)
+    return written

@@ -15,7 +15,8 @@ def _as_minimization(values: npt.ArrayLike, objectives: Sequence[str]) -> npt.ND
     array = np.asarray(values, dtype=np.float64).reshape(-1, len(objectives))
     signs = np.array([-1.0 if metric(name).direction is Direction.MAXIMIZE else 1.0
                       for name in objectives])
-    return array * signs
+    flipped: npt.NDArray[np.float64] = array * signs
+    return flipped
 
 
 def pareto_mask(values: npt.ArrayLike, objectives: Sequence[str]) -> npt.NDArray[np.bool_]:

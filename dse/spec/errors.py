@@ -80,7 +80,7 @@ def describe_validation_error(file: Path, root: type[BaseModel], error: Validati
         elif kind == "missing":
             text = "required field is missing"
         elif kind == "literal_error":
-            expected = str(ctx.get("expected", "")).replace("'", "")
+            expected = str(ctx.get("expected", "")).replace("'", "").replace(" or ", ", ")
             text = f"found {_short(found)}; allowed: {expected}"
         elif kind in ("value_error", "assertion_error"):
             text = str(ctx.get("error", item["msg"]))

@@ -84,6 +84,10 @@ class Experiment:
     def run_dir(self) -> Path:
         return (self.path.parent / self.spec.runs_dir / self.spec.name).resolve()
 
+    @property
+    def dashboard_path(self) -> Path:
+        return (self.path.parent / self.spec.dashboards_dir / f"{self.spec.name}.html").resolve()
+
 
 def load_experiment_files(path: Path) -> Experiment:
     """Load an experiment and the files it names; every problem in every file is reported at once."""

@@ -29,6 +29,7 @@ DeviceKind = Literal["cpu", "cuda", "jetson"]
 FamilyName = Literal["cnn"]
 DatasetName = Literal["digits"]
 SamplerName = Literal["tpe", "nsga2", "random"]
+ProbeName = Literal["process_memory"]
 
 Scalar = Union[int, float, str, bool]  # noqa: UP007 - pydantic needs the runtime Union
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -195,8 +196,9 @@ class HardwareProfile(Strict):
     precisions: list[Precision] = Field(min_length=1, description="Precisions it supports.")
     max_threads: int | None = Field(
         default=None, ge=1, description="CPU threads available to a runner (none: all cores).")
-    telemetry: list[Literal["process_memory"]] = Field(
-        default_factory=lambda: ["process_memory"], description="Telemetry probes to use.")
+    telemetry: list[ProbeName] = Field(
+        default_factory=lambda: list[ProbeName](["process_memory"]),
+        description="Telemetry probes to use.")
     peak_gflops: float | None = Field(default=None, gt=0,
                                       description="Peak compute, for the roofline.")
     peak_bandwidth_gbs: float | None = Field(default=None, gt=0,
@@ -218,6 +220,8 @@ class BudgetSpec(Strict):
     trials: int = Field(ge=1, le=1_000_000, description="Completed trials the campaign aims for.")
     max_failed: int = Field(default=50, ge=0,
                             description="Stop after this many failed or infeasible trials.")
+    trial_timeout_s: float = Field(default=600.0, gt=0,
+                                   description="A trial still running after this is failed.")
 
 
 class MeasureSpec(Strict):
@@ -254,3 +258,5 @@ class ExperimentSpec(Strict):
                                      description="Latency sampling settings.")
     runs_dir: Path = Field(default=Path("runs"),
                            description="Where run folders go, relative to this file.")
+    dashboards_dir: Path = Field(default=Path("../dashboards"),
+                                 description="Where the dashboard goes, relative to this file.")

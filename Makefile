@@ -1,0 +1,33 @@
+# Set-up and the two everyday commands. `make demo` and `make test` create .venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# torch is installed first, pinned, so pip never resolves torch on its own (that would fetch a
+# multi-GB CUDA build); the rest comes under the exact pins of constraints.txt.
+TORCH ?= torch==2.13.0
+STAMP := $(VENV)/.dse-installed
+export TORCHINDUCTOR_COMPILE_THREADS := 1
+export RAY_USAGE_STATS_ENABLED := 0
+
+.PHONY: setup demo test lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH)"
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/dse run experiments/quickstart.yaml
+
+test: setup
+	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check dse tests benchmarks
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf experiments/runs dashboards/*.html

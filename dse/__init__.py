@@ -1,0 +1,69 @@
+"""dse: hardware-aware design-space exploration and neural architecture search.
+
+``import dse`` stays light: the API is loaded on first use of one of its names.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_API = {
+    "load_experiment": "dse.api",
+    "validate_files": "dse.api",
+    "run_campaign": "dse.api",
+    "write_report": "dse.api",
+    "CampaignResult": "dse.api",
+    "Candidate": "dse.candidate",
+    "Measurement": "dse.measurement",
+    "METRICS": "dse.metrics",
+    "MetricSpec": "dse.metrics",
+    "measure_latency": "dse.measure.harness",
+    "LatencyStats": "dse.measure.harness",
+    "pareto_mask": "dse.search.pareto",
+    "DseError": "dse.exceptions",
+    "SpecError": "dse.exceptions",
+}
+
+__all__ = [
+    "METRICS",
+    "CampaignResult",
+    "Candidate",
+    "DseError",
+    "LatencyStats",
+    "Measurement",
+    "MetricSpec",
+    "SpecError",
+    "__version__",
+    "load_experiment",
+    "measure_latency",
+    "pareto_mask",
+    "run_campaign",
+    "validate_files",
+    "write_report",
+]
+
+if TYPE_CHECKING:
+    from dse.api import (
+        CampaignResult,
+        load_experiment,
+        run_campaign,
+        validate_files,
+        write_report,
+    )
+    from dse.candidate import Candidate
+    from dse.exceptions import DseError, SpecError
+    from dse.measure.harness import LatencyStats, measure_latency
+    from dse.measurement import Measurement
+    from dse.metrics import METRICS, MetricSpec
+    from dse.search.pareto import pareto_mask
+
+
+def __getattr__(name: str) -> Any:
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dse' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

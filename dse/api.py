@@ -1,0 +1,132 @@
+"""The public Python API: load and validate specs, run a campaign, read its results."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dse.exceptions import SpecError
+from dse.search.loop import ProgressCallback
+from dse.spec import (
+    KINDS,
+    Experiment,
+    SearchSpace,
+    guess_kind,
+    load_experiment_files,
+    read_yaml,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def _check_space(path: Path, space: SearchSpace) -> list[str]:
+    """Checks that need the model registry: arch parameter names of the family."""
+    from dse.models import get_family
+
+    family = get_family(space.model.family)
+    return [f"{path}: model.arch.{key}: unknown parameter of family {family.name!r}; allowed: "
+            f"{', '.join(sorted(family.arch_params))}"
+            for key in space.model.arch if key not in family.arch_params]
+
+
+def load_experiment(path: str | os.PathLike[str]) -> Experiment:
+    """Load a campaign YAML with its search space and device profiles; SpecError lists problems."""
+    path = Path(path)
+    experiment = load_experiment_files(path)
+    problems = _check_space(path.parent / experiment.spec.search_space, experiment.space)
+    if problems:
+        raise SpecError(problems)
+    return experiment
+
+
+def validate_files(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """Every problem in the given spec files, one line each; empty when all are valid."""
+    problems: list[str] = []
+    for raw in paths:
+        path = Path(raw)
+        try:
+            kind = guess_kind(path, read_yaml(path))
+            if kind == "experiment":
+                load_experiment(path)
+            else:
+                model = KINDS[kind].model_validate(read_yaml(path))
+                if isinstance(model, SearchSpace):
+                    problems.extend(_check_space(path, model))
+        except SpecError as exc:
+            problems.extend(exc.problems)
+        except ValueError as exc:  # pydantic's ValidationError for the non-experiment kinds
+            from pydantic import ValidationError
+
+            from dse.spec.errors import describe_validation_error
+
+            if not isinstance(exc, ValidationError):
+                raise
+            problems.extend(describe_validation_error(path, KINDS[kind], exc))
+    return problems
+
+
+@dataclass
+class CampaignResult:
+    """A campaign's outcome: its run folder, trials table, front and dashboard."""
+
+    experiment: Experiment
+    run_dir: Path
+    dashboard: Path | None
+
+    @property
+    def objectives(self) -> list[str]:
+        return [o.metric for o in self.experiment.space.objectives]
+
+    @property
+    def trials(self) -> pd.DataFrame:
+        """One row per trial: status, every parameter, every metric (unit in the column name)."""
+        from dse.results import load_study, trials_frame
+
+        return trials_frame(load_study(self.run_dir))
+
+    def pareto(self) -> pd.DataFrame:
+        """The feasible Pareto front over the campaign's objectives."""
+        from dse.results import front_frame
+
+        return front_frame(self.trials, self.objectives)
+
+
+def write_report(experiment: Experiment) -> tuple[Path, Path, Path]:
+    """Write trials.parquet, pareto.csv and the dashboard of a campaign; returns their paths."""
+    from dse.report import write_dashboard
+    from dse.results import load_study, write_results
+
+    study = load_study(experiment.run_dir)
+    trials, front = write_results(study, experiment.run_dir,
+                                  [o.metric for o in experiment.space.objectives])
+    dashboard = write_dashboard(experiment.run_dir, experiment.dashboard_path,
+                                title=experiment.name)
+    return trials, front, dashboard
+
+
+def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
+                 on_trial: ProgressCallback | None = None, report: bool = True) -> CampaignResult:
+    """Run (or resume) a campaign until its budget of completed trials is met.
+
+    Starts an embedded Ray with one device worker per profile, drives the Optuna study, and
+    writes results and the dashboard. Ctrl-C leaves the study consistent; calling again resumes.
+    """
+    from dse.farm.cluster import start_embedded
+    from dse.farm.dispatcher import Dispatcher
+    from dse.search.loop import SearchLoop
+    from dse.search.study import open_study
+
+    if not isinstance(experiment, Experiment):
+        experiment = load_experiment(experiment)
+    run_dir = experiment.run_dir
+    study = open_study(run_dir, experiment.name, experiment.space, experiment.spec.sampler)
+    start_embedded(list(experiment.devices))
+    dispatcher = Dispatcher(list(experiment.devices), run_dir / "cache")
+    loop = SearchLoop(experiment, study, dispatcher, run_dir, on_trial=on_trial)
+    loop.run()
+    dashboard = write_report(experiment)[2] if report else None
+    return CampaignResult(experiment, run_dir, dashboard)

@@ -1,0 +1,23 @@
+"""Compilers/runtimes that turn an artifact into a runner, and the table of what each supports.
+
+Importing this package registers every backend and imports no torch or onnxruntime.
+"""
+
+from dse.backends import ort as _ort  # noqa: F401 - registers "onnxruntime"
+from dse.backends import torch_eager as _torch_eager  # noqa: F401 - registers "torch"
+from dse.backends.base import PROVENANCE_KEYS, Backend, Runner, default_threads
+from dse.backends.capabilities import CAPABILITIES, Capability, supports
+from dse.backends.registry import BACKENDS, get_backend, register_backend
+
+__all__ = [
+    "BACKENDS",
+    "CAPABILITIES",
+    "PROVENANCE_KEYS",
+    "Backend",
+    "Capability",
+    "Runner",
+    "default_threads",
+    "get_backend",
+    "register_backend",
+    "supports",
+]

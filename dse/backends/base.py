@@ -1,0 +1,108 @@
+"""The two interfaces every compiler/runtime implements: `Backend` (compile) and `Runner` (run)."""
+
+from __future__ import annotations
+
+import numbers
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from dse.exceptions import BuildError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from dse.build import Artifact
+    from dse.spec import HardwareProfile
+
+# Keys every runner's describe() has, so results can be compared across backends.
+PROVENANCE_KEYS = ("backend", "backend_version", "device", "precision", "threads")
+
+
+class Runner(ABC):
+    """A compiled candidate, ready to run batches on its device.
+
+    Life cycle: made by :meth:`Backend.compile`; then :meth:`run` is called any number of times
+    (warm-up and timed iterations alike) and :meth:`describe` at any time; :meth:`close` is
+    called once, last, and frees the session. ``run`` after ``close`` raises RuntimeError. A
+    runner is also a context manager that closes itself.
+
+    Thread safety: none. A runner is driven by one thread; the farm runs one at a time per device.
+
+    Attributes:
+        batch_size: the batch size the candidate is measured at. ``run`` also accepts smaller
+            batches (the accuracy pass ends on a partial one).
+    """
+
+    batch_size: int
+
+    @abstractmethod
+    def run(self, x: np.ndarray) -> np.ndarray:
+        """Logits for the batch ``x`` (N, C, H, W float32). Synchronous: returns when done."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, str]:
+        """Provenance: at least :data:`PROVENANCE_KEYS` (library version, device or provider
+        actually used, threads), plus any backend-specific settings."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the session and its memory. Idempotent."""
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+class Backend(ABC):
+    """A compiler/runtime: turns an :class:`~dse.build.Artifact` into a :class:`Runner`.
+
+    Life cycle: a subclass is registered at import with
+    :func:`~dse.backends.registry.register_backend`, which keeps one instance; :meth:`compile` is
+    called once per candidate, on the device worker, after the artifact is built. Implementations
+    import their runtime inside ``compile`` so that importing the backend costs nothing.
+
+    Class attributes:
+        name: the name search spaces and capability entries use.
+        knobs: the runtime knobs ``compile`` accepts; any other raises BuildError.
+        thread_knob: the knob (one of ``knobs``) that sets the runner's CPU threads; the runner's
+            ``describe()["threads"]`` reports the count in effect.
+    """
+
+    name: ClassVar[str]
+    knobs: ClassVar[frozenset[str]]
+    thread_knob: ClassVar[str]
+
+    @abstractmethod
+    def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
+                batch_size: int) -> Runner:
+        """A runner for ``artifact`` on the device ``profile`` describes.
+
+        Raises BuildError for an artifact this backend cannot load, an unknown or invalid knob,
+        or a runtime that refuses the model.
+        """
+
+    def check_knobs(self, knobs: Mapping[str, Any]) -> None:
+        """Raise BuildError naming any knob this backend does not have, and the allowed ones."""
+        unknown = sorted(set(knobs) - self.knobs)
+        if unknown:
+            raise BuildError(f"backend {self.name!r} has no knob(s) {unknown}; allowed: "
+                             f"{sorted(self.knobs)}")
+
+
+def default_threads(profile: HardwareProfile) -> int:
+    """The profile's thread budget, or every core when it sets none."""
+    return profile.max_threads or os.cpu_count() or 1
+
+
+def thread_knob(knobs: Mapping[str, Any], name: str, default: int) -> int:
+    """Knob ``name`` as a thread count >= 1 (``default`` when absent); BuildError otherwise."""
+    value = knobs.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise BuildError(f"knob {name!r} must be an integer >= 1, got {value!r}")
+    return int(value)

@@ -1,0 +1,122 @@
+"""Candidate + trained weights -> the deployable artifact its backend loads."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from dse.build.cache import ArtifactCache
+from dse.build.export import export_onnx
+from dse.build.quantize import quantize_int8
+from dse.exceptions import BuildError
+
+if TYPE_CHECKING:
+    import torch
+
+    from dse.candidate import Candidate
+    from dse.quality import TrainedModel
+
+ArtifactFormat = Literal["onnx", "torch"]
+
+# Which artifact each backend loads. It lives here, not on the backends, because backends build on
+# this package and not the other way round.
+BACKEND_FORMATS: dict[str, ArtifactFormat] = {"onnxruntime": "onnx", "torch": "torch"}
+
+# Bump when export or quantization settings change, so cached files from before are not reused.
+_EXPORT_VERSION = 1
+_QUANTIZE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """What a backend compiles: an ONNX file, or (for eager torch) the module itself.
+
+    ``size_bytes`` is the size of the deployed weights: the file for ONNX, the serialised
+    state_dict for torch.
+    """
+
+    format: ArtifactFormat
+    path: Path | None
+    precision: str
+    input_shape: tuple[int, int, int]
+    size_bytes: int
+    module: torch.nn.Module | None = None
+
+
+def build_artifact(candidate: Candidate, trained: TrainedModel, cache: ArtifactCache,
+                   calibration: np.ndarray) -> tuple[Artifact, float]:
+    """The candidate's artifact and the seconds spent building it (cache hits cost 0).
+
+    Raises BuildError when the backend or precision has no artifact, or a build step fails.
+    """
+    try:
+        artifact_format = BACKEND_FORMATS[candidate.backend]
+    except KeyError:
+        raise BuildError(f"no artifact format for backend {candidate.backend!r}; known: "
+                         f"{', '.join(sorted(BACKEND_FORMATS))}") from None
+    if artifact_format == "torch":
+        return _torch_artifact(candidate, trained), 0.0
+    fp32_path, seconds = _onnx_fp32(trained, cache)
+    if candidate.precision == "fp32":
+        return _onnx_artifact(fp32_path, "fp32", trained), seconds
+    if candidate.precision == "int8":
+        int8_path, int8_seconds = _onnx_int8(fp32_path, cache, calibration)
+        return _onnx_artifact(int8_path, "int8", trained), seconds + int8_seconds
+    raise BuildError(f"no ONNX build for precision {candidate.precision!r}; known: fp32, int8")
+
+
+def _torch_artifact(candidate: Candidate, trained: TrainedModel) -> Artifact:
+    import torch
+
+    if candidate.precision != "fp32":
+        raise BuildError(f"the torch artifact is the trained fp32 module; precision "
+                         f"{candidate.precision!r} would need a quantized torch module")
+    # Eager torch deploys the trained module as it is: nothing is built, so no build time. Its
+    # size is what a deployment would ship: the serialised weights.
+    buffer = io.BytesIO()
+    torch.save(trained.module.state_dict(), buffer)
+    return Artifact("torch", None, "fp32", trained.input_shape, buffer.getbuffer().nbytes,
+                    trained.module)
+
+
+def _onnx_artifact(path: Path, precision: str, trained: TrainedModel) -> Artifact:
+    return Artifact("onnx", path, precision, trained.input_shape, path.stat().st_size)
+
+
+def _onnx_fp32(trained: TrainedModel, cache: ArtifactCache) -> tuple[Path, float]:
+    import torch
+
+    key = {"stage": "onnx-export", "version": _EXPORT_VERSION, "weights": trained.key,
+           "torch": torch.__version__}
+    return _timed(cache, key, ".onnx",
+                  lambda path: export_onnx(trained.module, trained.input_shape, path))
+
+
+def _onnx_int8(fp32_path: Path, cache: ArtifactCache,
+               calibration: np.ndarray) -> tuple[Path, float]:
+    import onnxruntime
+
+    images = np.ascontiguousarray(calibration, dtype=np.float32)
+    key = {"stage": "int8-qdq", "version": _QUANTIZE_VERSION, "input": fp32_path.stem,
+           "calibration": _array_id(images), "onnxruntime": onnxruntime.__version__}
+    return _timed(cache, key, ".onnx", lambda path: quantize_int8(fp32_path, path, images))
+
+
+def _timed(cache: ArtifactCache, key: dict[str, Any], suffix: str,
+           builder: Callable[[Path], None]) -> tuple[Path, float]:
+    start = time.perf_counter()
+    path, built = cache.get_or_build(key, suffix, builder)
+    return path, (time.perf_counter() - start) if built else 0.0
+
+
+def _array_id(array: np.ndarray) -> str:
+    digest = hashlib.sha256(array.tobytes())
+    digest.update(str(array.shape).encode())
+    return digest.hexdigest()[:16]

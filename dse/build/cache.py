@@ -1,0 +1,52 @@
+"""A content-addressed artifact cache: a file's name is the hash of what it was built from."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from dse.candidate import stable_hash
+from dse.exceptions import BuildError
+
+
+class ArtifactCache:
+    """Files under ``root`` named ``<stable_hash(key)><suffix>``.
+
+    A key should name everything the file depends on (stage, its settings, the id of its input,
+    library versions), as Olive's output ids do; then a hit is always valid. Entries appear
+    atomically (built under a temporary name, then renamed), so a crash or a concurrent builder
+    never leaves a half-written file under a real name.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def path_for(self, key: Mapping[str, Any], suffix: str) -> Path:
+        """Where the entry for ``key`` lives (whether or not it exists yet)."""
+        if not suffix.startswith(".") or "/" in suffix or os.sep in suffix:
+            raise ValueError(f"suffix must be a file extension like '.onnx', got {suffix!r}")
+        return self.root / f"{stable_hash(dict(key))}{suffix}"
+
+    def get_or_build(self, key: Mapping[str, Any], suffix: str,
+                     builder: Callable[[Path], None]) -> tuple[Path, bool]:
+        """The entry's path, and whether it was built now (False: it was already cached).
+
+        ``builder`` receives a temporary path inside the cache folder, ending in ``suffix``, and
+        must write the file there. If it raises, nothing is cached and its exception propagates.
+        """
+        path = self.path_for(key, suffix)
+        if path.is_file():
+            return path, False
+        self.root.mkdir(parents=True, exist_ok=True)
+        # A private folder beside the entry: same file system, so the rename is atomic, and any
+        # side files a builder leaves (or a failed build) vanish with it.
+        with tempfile.TemporaryDirectory(dir=self.root, prefix=".build-") as scratch:
+            tmp = Path(scratch) / path.name
+            builder(tmp)
+            if not tmp.is_file():
+                raise BuildError(f"the builder of {path.name} wrote no file at {tmp}")
+            os.replace(tmp, path)
+        return path, True

@@ -1,0 +1,1 @@
+"""The device farm on Ray: embedded cluster, device workers, dispatcher. Import submodules."""

@@ -1,0 +1,62 @@
+"""Start or reach the Ray cluster that hosts the device workers.
+
+On a laptop `dse run` starts an embedded Ray that listens on 127.0.0.1 only. Ray resolves a
+"127.0.0.1" node address to the host's outward address unless it runs in single-machine mode, and
+that mode is chosen by ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` read when Ray is *imported*; so the
+variable is set before the first ``import ray`` of the process.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from dse.exceptions import DeviceError
+
+if TYPE_CHECKING:
+    from dse.spec import HardwareProfile
+
+# Environment every process of an embedded cluster needs: quiet, no telemetry, loopback only, and
+# workers at normal priority (Ray's default niceness of 15 lets any busy process starve a timing).
+EMBEDDED_ENV = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_worker_niceness": "0",
+}
+
+
+def device_resource(profile_name: str) -> str:
+    """The Ray custom resource that pins work to a device of this profile (one unit per device)."""
+    return f"dse_device:{profile_name}"
+
+
+def start_embedded(profiles: list[HardwareProfile], num_cpus: int | None = None) -> None:
+    """Start an embedded single-node Ray with one device unit per profile (idempotent)."""
+    for key, value in EMBEDDED_ENV.items():
+        os.environ.setdefault(key, value)
+    import ray
+
+    if ray.is_initialized():
+        resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+        missing = [p.name for p in profiles if resources.get(device_resource(p.name), 0) < 1]
+        if missing:
+            raise DeviceError(f"the running Ray cluster has no device for profiles {missing}")
+        return
+    try:
+        ray.init(
+            address="local",
+            num_cpus=num_cpus or os.cpu_count() or 1,
+            resources={device_resource(p.name): 1 for p in profiles},
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+    except (RuntimeError, ConnectionError, OSError) as exc:
+        raise DeviceError(f"could not start the embedded Ray cluster: {exc}") from exc
+
+
+def shutdown() -> None:
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()

@@ -1,0 +1,63 @@
+"""The model-family registry: a plain dict filled at import by :func:`register_family`."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+if TYPE_CHECKING:
+    import torch
+
+
+class ModelFamily(ABC):
+    """An architecture family: turns a mapping of arch parameters into a ``torch.nn.Module``.
+
+    Life cycle: a subclass is registered once, at import, with :func:`register_family`, which keeps
+    one instance in :data:`FAMILIES`. :meth:`validate` is cheap and imports no torch, so a bad
+    architecture is rejected before any heavy work; :meth:`build` then returns a fresh, randomly
+    initialised module (seed the torch RNG first for a reproducible one) in training mode.
+
+    Class attributes:
+        name: the name search spaces use (``model.family``).
+        arch_params: the arch parameter names a search space may use.
+        input_shape: one sample's shape, (channels, height, width).
+        num_classes: length of the logits vector.
+    """
+
+    name: ClassVar[str]
+    arch_params: ClassVar[frozenset[str]]
+    input_shape: ClassVar[tuple[int, int, int]]
+    num_classes: ClassVar[int]
+
+    @abstractmethod
+    def validate(self, arch: Mapping[str, Any]) -> dict[str, Any]:
+        """The full architecture: defaults filled in, values as plain Python types (so equal
+        architectures hash alike). Raises ValueError naming each bad value."""
+
+    @abstractmethod
+    def build(self, arch: Mapping[str, Any]) -> torch.nn.Module:
+        """A new module for ``arch``; raises ValueError when :meth:`validate` would."""
+
+
+FAMILIES: dict[str, ModelFamily] = {}
+
+_F = TypeVar("_F", bound=type[ModelFamily])
+
+
+def register_family(cls: _F) -> _F:
+    """Class decorator: register one instance of ``cls`` under ``cls.name``."""
+    if cls.name in FAMILIES:
+        raise ValueError(f"model family {cls.name!r} is already registered "
+                         f"(by {type(FAMILIES[cls.name]).__qualname__})")
+    FAMILIES[cls.name] = cls()
+    return cls
+
+
+def get_family(name: str) -> ModelFamily:
+    """The registered family ``name``; raises KeyError listing the known families."""
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        known = ", ".join(sorted(FAMILIES)) or "none"
+        raise KeyError(f"unknown model family {name!r}; known: {known}") from None

@@ -1,0 +1,19 @@
+"""Accuracy of candidate networks: a shipped dataset, short real training, and its cache.
+
+Importing this package imports no torch or scikit-learn; they load when a function needs them.
+"""
+
+from dse.quality.cache import TrainedModel, train_or_load, training_key
+from dse.quality.digits import DigitsSplit, load_digits_split
+from dse.quality.training import accuracy, torch_threads, train
+
+__all__ = [
+    "DigitsSplit",
+    "TrainedModel",
+    "accuracy",
+    "load_digits_split",
+    "torch_threads",
+    "train",
+    "train_or_load",
+    "training_key",
+]

@@ -1,0 +1,137 @@
+"""Trained weights and their fp32 accuracy, cached on disk per (family, arch, training settings)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickle
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dse.candidate import stable_hash
+from dse.models import get_family
+from dse.quality.digits import load_digits_split
+from dse.quality.training import accuracy, torch_threads, train
+
+if TYPE_CHECKING:
+    import torch
+
+    from dse.models import ModelFamily
+    from dse.spec import TrainingSpec
+
+logger = logging.getLogger(__name__)
+
+# Bump when the training procedure or file layout changes, so old entries are not mistaken for new.
+CACHE_FORMAT = 1
+EVAL_BATCH = 256
+
+# What a damaged entry can raise on load: truncated/garbled files, a JSON or pickle that does not
+# parse, or weights whose names or shapes do not match the architecture.
+_UNREADABLE = (OSError, EOFError, ValueError, KeyError, TypeError, RuntimeError,
+               pickle.UnpicklingError)
+
+
+@dataclass
+class TrainedModel:
+    """A trained network (eval mode) and its fp32 top-1 accuracy on the held-out split.
+
+    ``train_seconds`` is 0.0 and ``cached`` True when the weights came from the cache. ``key`` names
+    the weights (family, arch, training settings): artifacts built from them are cached under it.
+    """
+
+    module: torch.nn.Module
+    fp32_accuracy: float
+    train_seconds: float
+    cached: bool
+    key: str
+    input_shape: tuple[int, int, int]
+
+
+def training_key(family_name: str, arch: Mapping[str, Any], training: TrainingSpec) -> str:
+    """The cache key of the weights that training ``arch`` with ``training`` produces.
+
+    ``threads`` is left out: it changes how fast the weights are made, not what they mean, and a
+    campaign on a machine with another core count should reuse them.
+    """
+    return stable_hash({
+        "format": CACHE_FORMAT,
+        "family": family_name,
+        "arch": dict(arch),
+        "dataset": "digits",
+        "training": training.model_dump(exclude={"threads"}),
+    })
+
+
+def train_or_load(family_name: str, arch: Mapping[str, Any], training: TrainingSpec,
+                  cache_dir: Path) -> TrainedModel:
+    """Load the trained weights of ``arch`` from ``cache_dir``, or train them and store them.
+
+    Raises KeyError for an unknown family and ValueError for an invalid arch. An unreadable cache
+    entry is logged and retrained, never fatal.
+    """
+    import torch
+
+    family = get_family(family_name)
+    full_arch = family.validate(arch)
+    key = training_key(family_name, full_arch, training)
+    weights_path, meta_path = cache_dir / f"{key}.pt", cache_dir / f"{key}.json"
+    if meta_path.exists():
+        loaded = _load(family, full_arch, weights_path, meta_path)
+        if loaded is not None:
+            module, fp32_accuracy = loaded
+            return TrainedModel(module, fp32_accuracy, 0.0, True, key, family.input_shape)
+
+    split = load_digits_split(training.seed)
+    # A private RNG stream: the same seed gives the same initial weights, whatever ran before.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(training.seed)
+        module = family.build(full_arch)
+    seconds = train(module, split, training)
+    with torch_threads(training.threads), torch.inference_mode():
+        fp32_accuracy = accuracy(lambda x: module(torch.from_numpy(x)).numpy(),
+                                 split.x_test, split.y_test, EVAL_BATCH)
+
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    _write_atomic(weights_path, lambda path: torch.save(module.state_dict(), path))
+    meta = {"family": family_name, "arch": full_arch, "training": training.model_dump(),
+            "fp32_accuracy": fp32_accuracy, "train_seconds": seconds}
+    # The metadata goes last: its presence marks a complete entry.
+    _write_atomic(meta_path, lambda path: path.write_text(json.dumps(meta, indent=1)))
+    return TrainedModel(module, fp32_accuracy, seconds, False, key, family.input_shape)
+
+
+def _load(family: ModelFamily, arch: dict[str, Any], weights_path: Path,
+          meta_path: Path) -> tuple[torch.nn.Module, float] | None:
+    import torch
+
+    try:
+        fp32_accuracy = float(json.loads(meta_path.read_text())["fp32_accuracy"])
+        if not np.isfinite(fp32_accuracy) or not 0.0 <= fp32_accuracy <= 1.0:
+            raise ValueError(f"fp32_accuracy {fp32_accuracy!r} is not in [0, 1]")
+        state = torch.load(weights_path, map_location="cpu", weights_only=True)
+        module = family.build(arch)
+        module.load_state_dict(state)
+    except _UNREADABLE as exc:
+        logger.warning("trained-model cache entry %s is unreadable (%s: %s); retraining",
+                       meta_path.stem, type(exc).__name__, exc)
+        return None
+    module.eval()
+    return module, fp32_accuracy
+
+
+def _write_atomic(path: Path, write: Callable[[Path], object]) -> None:
+    """Write through a temporary file in the same folder, then rename: readers never see half."""
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

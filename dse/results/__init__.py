@@ -1,0 +1,45 @@
+"""Study storage -> tidy tables (one row per trial, unit-suffixed columns) and their files."""
+
+from dse.results.columns import (
+    CONSTRAINT_PREFIX,
+    IDENTITY_COLUMNS,
+    PARAM_PREFIX,
+    TIME_COLUMNS,
+    constraint_columns,
+    metric_column,
+    metric_columns,
+    metric_name,
+    param_columns,
+)
+from dse.results.export import load_study, write_results
+from dse.results.files import atomic_write, atomic_write_text
+from dse.results.table import (
+    competing_mask,
+    front_frame,
+    outcomes,
+    study_constraints,
+    study_objectives,
+    trials_frame,
+)
+
+__all__ = [
+    "CONSTRAINT_PREFIX",
+    "IDENTITY_COLUMNS",
+    "PARAM_PREFIX",
+    "TIME_COLUMNS",
+    "atomic_write",
+    "atomic_write_text",
+    "competing_mask",
+    "constraint_columns",
+    "front_frame",
+    "load_study",
+    "metric_column",
+    "metric_columns",
+    "metric_name",
+    "outcomes",
+    "param_columns",
+    "study_constraints",
+    "study_objectives",
+    "trials_frame",
+    "write_results",
+]

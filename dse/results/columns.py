@@ -1,0 +1,58 @@
+"""Column names of the trials table, in one place.
+
+The table groups its columns as identity, parameters, metrics, constraints, times. Parameters and
+constraints carry a prefix; a known metric's column carries its unit (``latency_p99_ms [ms]``), an
+unknown one (written by a newer dse) keeps its bare name. Metric columns are therefore the ones
+that are neither identity, time, parameter nor constraint columns.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from dse.metrics import METRICS
+
+IDENTITY_COLUMNS: tuple[str, ...] = (
+    "trial", "state", "status", "reason", "feasible", "device", "candidate_id",
+)
+TIME_COLUMNS: tuple[str, ...] = ("started", "completed", "duration_s", "reused_from")
+PARAM_PREFIX = "param."
+CONSTRAINT_PREFIX = "constraint."
+
+_NAME_OF_COLUMN = {spec.column: name for name, spec in METRICS.items()}
+
+
+def metric_column(name: str) -> str:
+    """The column of metric ``name``: with its unit when known, bare when not."""
+    spec = METRICS.get(name)
+    return spec.column if spec is not None else name
+
+
+def metric_name(column: str) -> str:
+    """The metric name behind a metric column (inverse of :func:`metric_column`)."""
+    return _NAME_OF_COLUMN.get(column, column)
+
+
+def constraint_column(text: str) -> str:
+    """The column of the constraint ``text`` (e.g. ``memory_peak_mb <= 4096``)."""
+    return f"{CONSTRAINT_PREFIX}{text}"
+
+
+def param_columns(frame: pd.DataFrame) -> list[str]:
+    """The ``param.*`` columns of a trials table, in table order."""
+    return [str(c) for c in frame.columns if str(c).startswith(PARAM_PREFIX)]
+
+
+def constraint_columns(frame: pd.DataFrame) -> list[str]:
+    """The ``constraint.*`` columns of a trials table, in table order."""
+    return [str(c) for c in frame.columns if str(c).startswith(CONSTRAINT_PREFIX)]
+
+
+def metric_columns(frame: pd.DataFrame) -> list[str]:
+    """The metric columns of a trials table, in table order."""
+    fixed = set(IDENTITY_COLUMNS) | set(TIME_COLUMNS)
+    return [
+        str(c) for c in frame.columns
+        if str(c) not in fixed
+        and not str(c).startswith((PARAM_PREFIX, CONSTRAINT_PREFIX))
+    ]

@@ -1,0 +1,53 @@
+"""Run folder <-> study and tables: read `study.db`, write `trials.parquet` and `pareto.csv`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import quote
+
+import optuna
+
+from dse.exceptions import DseError
+from dse.results.files import atomic_write
+from dse.results.table import front_frame, trials_frame
+
+STUDY_FILE = "study.db"
+TRIALS_FILE = "trials.parquet"
+PARETO_FILE = "pareto.csv"
+
+
+def write_results(study: optuna.Study, run_dir: Path,
+                  objectives: Sequence[str]) -> tuple[Path, Path]:
+    """Write every trial to ``run_dir/trials.parquet`` and the feasible Pareto front over
+    ``objectives`` to ``run_dir/pareto.csv``; returns both paths. Each file is replaced atomically,
+    so a dashboard or notebook reading them during a run never sees a partial file."""
+    trials = trials_frame(study)
+    front = front_frame(trials, objectives)
+    parquet = atomic_write(run_dir / TRIALS_FILE,
+                           lambda tmp: trials.to_parquet(tmp, engine="pyarrow", index=False))
+    csv = atomic_write(run_dir / PARETO_FILE, lambda tmp: front.to_csv(tmp, index=False))
+    return parquet, csv
+
+
+def load_study(run_dir: Path) -> optuna.Study:
+    """Open the campaign study stored in ``run_dir/study.db``, read-only.
+
+    SQLite's read-only mode means a report can never alter a study, not even by a schema
+    upgrade, and may run while the campaign writes. The folder holds one study (the campaign);
+    should it hold several, the one named like the folder is taken.
+    """
+    path = run_dir / STUDY_FILE
+    if not path.is_file():
+        # Optuna would create an empty database here; a missing study is the caller's mistake.
+        raise DseError(f"no study database at {path}; has the campaign run?")
+    storage = f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true"
+    names = optuna.study.get_all_study_names(storage)
+    if len(names) == 1:
+        name = names[0]
+    elif run_dir.name in names:
+        name = run_dir.name
+    else:
+        raise DseError(f"{path} holds {len(names)} studies {names}; expected one, or one named "
+                       f"{run_dir.name!r}")
+    return optuna.load_study(study_name=name, storage=storage)

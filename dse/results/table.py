@@ -1,0 +1,205 @@
+"""Study storage -> one tidy row per trial, and the Pareto front of those rows.
+
+The search loop writes each trial's candidate, metrics and status as Optuna user attributes and its
+constraints with ``set_constraint``; this module reads them back into a ``pandas.DataFrame`` whose
+columns are stable and ordered: identity, parameters, metrics (in :data:`dse.metrics.METRICS` order,
+unit in the name), constraints, times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import optuna
+import pandas as pd
+
+from dse.metrics import METRICS
+from dse.results.columns import PARAM_PREFIX, constraint_column, metric_column
+from dse.results.dtypes import is_missing, text_column, typed_column
+from dse.search.pareto import pareto_mask
+
+# Candidate fields shown first, in this order; arch and knobs follow, then fields unknown to us.
+_LEADING_FIELDS = ("family", "backend", "precision", "batch_size")
+_NESTED_FIELDS = {"arch": "arch", "knobs": "knob"}
+_METRIC_RANK = {name: rank for rank, name in enumerate(METRICS)}
+
+
+@dataclass(frozen=True)
+class _Row:
+    """What one trial contributes, before columns are aligned across trials."""
+
+    trial: optuna.trial.FrozenTrial
+    text: dict[str, object]
+    feasible: bool
+    params: dict[str, object]
+    metrics: dict[str, object]
+    constraints: dict[str, float]
+
+
+def study_objectives(study: optuna.Study) -> list[str]:
+    """The objective metric names, in objective order: the ``objectives`` study attribute, or
+    Optuna's own metric names when a study was written without it."""
+    names = study.user_attrs.get("objectives") or study.metric_names or []
+    return [str(name) for name in names]
+
+
+def study_constraints(study: optuna.Study) -> list[str]:
+    """The declared constraint texts (``memory_peak_mb <= 4096``), in declaration order."""
+    return [str(text) for text in study.user_attrs.get("constraints", [])]
+
+
+def trials_frame(study: optuna.Study) -> pd.DataFrame:
+    """One row per trial of ``study``, ordered by trial number.
+
+    ``feasible`` is true for a COMPLETE trial whose constraints are all <= 0; a declared constraint
+    with no recorded value counts as violated, since nothing shows it holds. Objective columns and
+    declared constraint columns are always present, so an all-failed study still has them.
+    """
+    objectives = study_objectives(study)
+    declared = study_constraints(study)
+    trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
+    rows = [_row(trial, objectives, declared) for trial in trials]
+
+    columns: dict[str, pd.Series] = {
+        "trial": pd.Series([row.trial.number for row in rows], dtype="int64"),
+        "state": text_column([row.trial.state.name for row in rows]),
+        "status": text_column([row.text["status"] for row in rows]),
+        "reason": text_column([row.text["reason"] for row in rows]),
+        "feasible": pd.Series([row.feasible for row in rows], dtype="bool"),
+        "device": text_column([row.text["device"] for row in rows]),
+        "candidate_id": text_column([row.text["candidate_id"] for row in rows]),
+    }
+    for key in _ordered_keys((row.params for row in rows), _param_rank):
+        columns[key] = typed_column([row.params.get(key) for row in rows])
+    metric_names = _ordered_keys([dict.fromkeys(objectives), *(r.metrics for r in rows)],
+                                 _metric_rank)
+    for name in metric_names:
+        columns[metric_column(name)] = _metric_series(name, rows)
+    for text in _ordered_keys([dict.fromkeys(declared), *(r.constraints for r in rows)],
+                              lambda _: 0):
+        columns[constraint_column(text)] = pd.Series(
+            [row.constraints.get(text, np.nan) for row in rows], dtype="float64")
+    columns["started"] = pd.Series([r.trial.datetime_start for r in rows], dtype="datetime64[us]")
+    columns["completed"] = pd.Series([r.trial.datetime_complete for r in rows],
+                                     dtype="datetime64[us]")
+    columns["duration_s"] = pd.Series(
+        [np.nan if r.trial.duration is None else r.trial.duration.total_seconds() for r in rows],
+        dtype="float64")
+    columns["reused_from"] = pd.Series([r.trial.user_attrs.get("reused_from") for r in rows],
+                                       dtype="Int64")
+    return pd.DataFrame(columns, index=pd.RangeIndex(len(rows)))
+
+
+def front_frame(trials: pd.DataFrame, objectives: Sequence[str]) -> pd.DataFrame:
+    """The Pareto-optimal rows of ``trials`` over ``objectives``, sorted by the first objective
+    (ascending, ties by the next objectives then trial number).
+
+    Only measured, feasible trials compete: state COMPLETE, status ok, ``feasible`` true. An
+    infeasible trial never dominates, however good its values. Rows missing an objective value are
+    left out; an objective no trial measured gives an empty front.
+    """
+    columns = [metric_column(name) for name in objectives]
+    if any(column not in trials.columns for column in columns):
+        return trials.iloc[0:0].reset_index(drop=True)
+    # A repeat (``reused_from`` set) carries an earlier trial's measurement of the same candidate;
+    # that earlier trial competes, so the front lists each configuration once.
+    competing = trials[competing_mask(trials) & trials["reused_from"].isna()]
+    values = competing[columns].astype("float64").to_numpy()
+    front = competing[pareto_mask(values, objectives)]
+    return front.sort_values([*columns, "trial"], kind="mergesort").reset_index(drop=True)
+
+
+def competing_mask(trials: pd.DataFrame) -> pd.Series:
+    """True for the rows allowed on a front: state COMPLETE, status ok, feasible."""
+    mask = (trials["state"] == "COMPLETE") & (trials["status"] == "ok") & trials["feasible"]
+    return mask.fillna(False).astype(bool)
+
+
+def outcomes(trials: pd.DataFrame) -> pd.Series:
+    """How each trial ended: its status, or its lower-case state while it has none (running)."""
+    return trials["status"].fillna(trials["state"].str.lower())
+
+
+def _row(trial: optuna.trial.FrozenTrial, objectives: Sequence[str],
+         declared: Sequence[str]) -> _Row:
+    attrs = trial.user_attrs
+    candidate: Mapping[str, Any] = attrs.get("candidate") or {}
+    constraints = {str(k): float(v) for k, v in trial.constraints.items()}
+    feasible = (
+        trial.state is optuna.trial.TrialState.COMPLETE
+        and all(text in constraints for text in declared)
+        and all(value <= 0 for value in constraints.values())
+    )
+    metrics: dict[str, object] = dict(attrs.get("metrics") or {})
+    # The objective values Optuna holds are measurements too; they fill a metric the attrs lack.
+    if trial.values is not None and len(trial.values) == len(objectives):
+        for name, value in zip(objectives, trial.values, strict=True):
+            metrics.setdefault(name, value)
+    text = {
+        "status": attrs.get("status"),
+        "reason": attrs.get("reason"),
+        "device": candidate.get("device_profile"),
+        "candidate_id": attrs.get("candidate_id"),
+    }
+    return _Row(trial, text, feasible, _flatten_candidate(candidate), metrics, constraints)
+
+
+def _flatten_candidate(candidate: Mapping[str, Any]) -> dict[str, object]:
+    """``param.<field>`` for plain fields, ``param.arch.<k>`` / ``param.knob.<k>`` for the nested
+    ones; ``device_profile`` is the ``device`` column. A mapping field unknown to this version is
+    flattened the same way rather than dropped."""
+    params: dict[str, object] = {}
+    for key, value in candidate.items():
+        if key == "device_profile":
+            continue
+        if isinstance(value, Mapping):
+            prefix = f"{PARAM_PREFIX}{_NESTED_FIELDS.get(key, key)}."
+            params.update({f"{prefix}{k}": v for k, v in value.items()})
+        else:
+            params[f"{PARAM_PREFIX}{key}"] = value
+    return params
+
+
+def _param_rank(column: str) -> int:
+    name = column.removeprefix(PARAM_PREFIX)
+    if name in _LEADING_FIELDS:
+        return _LEADING_FIELDS.index(name)
+    nested = list(_NESTED_FIELDS.values())
+    group = name.split(".", 1)[0]
+    if "." in name and group in nested:
+        return len(_LEADING_FIELDS) + nested.index(group)
+    return len(_LEADING_FIELDS) + len(nested)
+
+
+def _metric_rank(name: str) -> int:
+    # Unknown metrics (from a newer dse) go after the known ones, in order of first appearance.
+    return _METRIC_RANK.get(name, len(_METRIC_RANK))
+
+
+def _ordered_keys(mappings: Iterable[Mapping[str, object]],
+                  rank: Callable[[str], int]) -> list[str]:
+    """Keys of all ``mappings`` ordered by ``rank``, ties by first appearance (stable order)."""
+    seen: dict[str, None] = {}
+    for mapping in mappings:
+        seen.update(dict.fromkeys(str(k) for k in mapping))
+    return sorted(seen, key=rank)
+
+
+def _metric_series(name: str, rows: Sequence[_Row]) -> pd.Series:
+    values = [row.metrics.get(name) for row in rows]
+    if name not in METRICS:
+        return typed_column(values)
+    # Known metrics are floats by contract; anything else is a bug in the writer, so name it.
+    floats: list[float] = []
+    for row, value in zip(rows, values, strict=True):
+        if is_missing(value):
+            floats.append(np.nan)
+        elif isinstance(value, int | float):
+            floats.append(float(value))
+        else:
+            raise ValueError(f"trial {row.trial.number}: metric {name!r} must be a number, "
+                             f"but got {value!r}")
+    return pd.Series(floats, dtype="float64")

@@ -1,0 +1,61 @@
+"""The Optuna study of a campaign: storage on disk, directions from the metrics table, sampler."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dse.exceptions import SpecError
+from dse.metrics import metric
+from dse.spec import SamplerSpec, SearchSpace
+
+if TYPE_CHECKING:
+    import optuna
+
+
+def storage_url(run_dir: Path) -> str:
+    return f"sqlite:///{run_dir / 'study.db'}"
+
+
+def make_sampler(spec: SamplerSpec, resumed_trials: int) -> optuna.samplers.BaseSampler:
+    """Optuna's own samplers. The seed is offset by the trials already run, so a resumed campaign
+    continues the sequence instead of replaying the first proposals."""
+    import optuna
+
+    seed = spec.seed + resumed_trials
+    if spec.name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=spec.startup_trials,
+                                          multivariate=True)
+    if spec.name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed)
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
+def open_study(run_dir: Path, name: str, space: SearchSpace, sampler: SamplerSpec) -> optuna.Study:
+    """Create the campaign's study, or load it to resume; refuse one made with other objectives."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    objectives = [o.metric for o in space.objectives]
+    constraints = [str(c) for c in space.constraints]
+    storage = storage_url(run_dir)
+    existing = optuna.study.get_all_study_names(storage)
+    resumed = 0
+    if name in existing:
+        previous = optuna.load_study(study_name=name, storage=storage)
+        if previous.user_attrs.get("objectives") != objectives:
+            raise SpecError([
+                f"{run_dir / 'study.db'}: objectives: the stored study optimises "
+                f"{previous.user_attrs.get('objectives')}, the experiment asks {objectives}; "
+                f"rename the campaign or delete its run folder"])
+        resumed = len(previous.trials)
+    study = optuna.create_study(
+        storage=storage, study_name=name, load_if_exists=True,
+        directions=[metric(m).direction.value for m in objectives],
+        sampler=make_sampler(sampler, resumed),
+    )
+    study.set_user_attr("campaign", name)
+    study.set_user_attr("objectives", objectives)
+    study.set_user_attr("constraints", constraints)
+    return study

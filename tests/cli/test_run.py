@@ -1,0 +1,64 @@
+"""`dse run` as a user runs it: Ctrl-C mid-campaign leaves a consistent study; a rerun resumes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+
+from tests.conftest import REPO, tiny_experiment_text
+
+
+def _start(experiment: Path) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="200")
+    return subprocess.Popen([sys.executable, "-m", "dse.cli", "run", str(experiment)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            cwd=REPO)
+
+
+def test_ctrl_c_then_rerun_completes_without_remeasuring(tiny_campaign: Path) -> None:
+    tiny_campaign.write_text(tiny_experiment_text(8, name="interrupted"))
+    proc = _start(tiny_campaign)
+    assert proc.stdout is not None
+    finished_lines = 0
+    deadline = time.monotonic() + 240
+    output = []
+    while finished_lines < 2 and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        output.append(line)
+        finished_lines += line.startswith("#")
+    assert finished_lines == 2, "".join(output)
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(output) + rest
+    assert "Traceback" not in rest
+    assert "run the same command again to resume" in rest
+
+    storage = f"sqlite:///{tiny_campaign.parent / 'runs' / 'interrupted' / 'study.db'}"
+    study = optuna.load_study(study_name="interrupted", storage=storage)
+    states = [t.state for t in study.trials]
+    assert optuna.trial.TrialState.RUNNING not in states
+    first = {t.number: t.values for t in study.trials
+             if t.state == optuna.trial.TrialState.COMPLETE}
+    assert len(first) >= 2
+
+    again = _start(tiny_campaign)
+    out, _ = again.communicate(timeout=600)
+    assert again.returncode == 0, out
+    assert "Pareto front" in out
+    study = optuna.load_study(study_name="interrupted", storage=storage)
+    complete = {t.number: t.values for t in study.trials
+                if t.state == optuna.trial.TrialState.COMPLETE}
+    assert len(complete) == 8
+    # What was complete before the interrupt is untouched, and no trial was measured twice.
+    assert all(complete[n] == v for n, v in first.items())
+    new_numbers = [n for n in complete if n not in first]
+    assert min(new_numbers) > max(first)
+    assert (tiny_campaign.parent.parent / "dashboards" / "interrupted.html").is_file()

@@ -1,0 +1,87 @@
+"""Shared fixtures: one embedded Ray cluster per test session, and tiny campaign files."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# Before anything imports Ray: loopback only, no telemetry (see dse.farm.cluster).
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+REPO = Path(__file__).resolve().parents[1]
+
+TINY_SPACE = """\
+name: tiny
+model:
+  family: cnn
+  arch:
+    num_stages: [1]
+    depth: [1]
+    width_mult: [0.5, 1.0]
+    kernel_size: [3]
+    expand_ratio: [2]
+training:
+  epochs: 2
+  batch_size: 128
+deployment:
+  backends:
+    onnxruntime:
+      knobs:
+        intra_op_threads: [1]
+    torch:
+      knobs:
+        num_threads: [1]
+  precisions: [fp32, int8]
+  batch_sizes: [1, 4]
+objectives:
+  - metric: accuracy
+  - metric: latency_p99_ms
+constraints:
+  - memory_peak_mb <= 100000
+"""
+
+LOCAL_CPU = """\
+name: local-cpu
+kind: cpu
+backends: [onnxruntime, torch]
+precisions: [fp32, int8]
+"""
+
+
+def tiny_experiment_text(trials: int, name: str = "tiny-campaign") -> str:
+    return f"""\
+name: {name}
+search_space: ../search_spaces/tiny.yaml
+devices: [../hw_profiles/local-cpu.yaml]
+sampler: {{name: random, seed: 1}}
+budget: {{trials: {trials}}}
+measurement: {{warmup_iters: 2, min_iters: 5, min_seconds: 0.0, max_seconds: 0.2}}
+"""
+
+
+@pytest.fixture
+def tiny_campaign(tmp_path: Path) -> Iterator[Path]:
+    """A campaign folder laid out like the repository; yields the experiment file."""
+    for folder, name, text in [("search_spaces", "tiny.yaml", TINY_SPACE),
+                               ("hw_profiles", "local-cpu.yaml", LOCAL_CPU),
+                               ("experiments", "tiny.yaml", tiny_experiment_text(4))]:
+        (tmp_path / folder).mkdir(exist_ok=True)
+        (tmp_path / folder / name).write_text(text)
+    yield tmp_path / "experiments" / "tiny.yaml"
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[None]:
+    """One real embedded Ray for the whole session, with the local-cpu device resource."""
+    import yaml
+
+    from dse.farm.cluster import shutdown, start_embedded
+    from dse.spec import HardwareProfile
+
+    start_embedded([HardwareProfile.model_validate(yaml.safe_load(LOCAL_CPU))], num_cpus=2)
+    yield
+    shutdown()

@@ -1,0 +1,60 @@
+"""The search loop end to end through a real local Ray, real builds and real Optuna storage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from dse.api import load_experiment, run_campaign
+from dse.metrics import metric
+from tests.conftest import tiny_experiment_text
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_campaign_measures_reports_and_resumes(tiny_campaign: Path) -> None:
+    outcomes = []
+    result = run_campaign(tiny_campaign, on_trial=outcomes.append)
+
+    trials = result.trials
+    done = trials[trials["state"] == "COMPLETE"]
+    assert len(done) == 4
+    assert (done["status"] == "ok").all()
+    for name in ["accuracy", "latency_p50_ms", "latency_p99_ms", "throughput_sps",
+                 "memory_peak_mb", "model_size_mb", "params_m"]:
+        column = metric(name).column
+        assert (done[column] > 0).all(), column
+    assert (done[metric("accuracy").column] <= 1).all()
+    assert (result.run_dir / "trials.parquet").is_file()
+    assert (result.run_dir / "pareto.csv").is_file()
+    assert result.dashboard is not None and result.dashboard.is_file()
+    front = result.pareto()
+    assert 1 <= len(front) <= 4
+    assert len(outcomes) >= 4
+
+    # Each measured trial keeps its raw latency samples; a repeat reuses the earlier measurement.
+    measured = done[done["reused_from"].isna()]
+    for number in measured["trial"]:
+        assert (result.run_dir / "samples" / f"trial-{number:05d}.npz").is_file()
+
+    # Provenance says where and when each measurement ran, and at normal priority.
+    study = optuna.load_study(study_name="tiny-campaign",
+                              storage=f"sqlite:///{result.run_dir / 'study.db'}")
+    first = study.trials[0].user_attrs["provenance"]
+    assert first["niceness"] == "0"
+    assert float(first["window_start"]) < float(first["window_end"])
+    assert first["device_profile"] == "local-cpu"
+
+    # Raising the budget resumes: the earlier trials are kept as they were, two new ones are added.
+    tiny_campaign.write_text(tiny_experiment_text(6))
+    before = {int(t): v for t, v in zip(done["trial"], done[metric("latency_p99_ms").column],
+                                        strict=True)}
+    again = run_campaign(load_experiment(tiny_campaign), report=False)
+    study = optuna.load_study(study_name="tiny-campaign",
+                              storage=f"sqlite:///{again.run_dir / 'study.db'}")
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(complete) == 6
+    for t in complete:
+        if t.number in before:
+            assert t.values[1] == before[t.number]

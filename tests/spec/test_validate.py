@@ -1,0 +1,97 @@
+"""`dse validate`: one clear line per problem, exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dse.cli import app
+from tests.conftest import REPO, TINY_SPACE
+
+runner = CliRunner()
+
+
+def _space(tmp_path: Path, text: str) -> Path:
+    folder = tmp_path / "search_spaces"
+    folder.mkdir(exist_ok=True)
+    path = folder / "space.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_shipped_examples_are_valid() -> None:
+    files = [REPO / "experiments/quickstart.yaml", REPO / "search_spaces/cnn-digits.yaml",
+             REPO / "hw_profiles/local-cpu.yaml"]
+    result = runner.invoke(app, ["validate", *map(str, files)])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "ok"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("  batch_size: 128", "  batchsize: 128",
+         "training.batchsize: unknown key 'batchsize'; allowed: batch_size, epochs"),
+        ("  epochs: 2", "  epochs: two", "training.epochs: Input should be a valid integer"),
+        ("    torch:\n", "    tensorrt:\n", "deployment.backends.tensorrt: found 'tensorrt'; allowed: "
+                                             "onnxruntime, torch"),
+        ("[fp32, int8]", "[fp32, int4]", "deployment.precisions[1]: found 'int4'; allowed: fp32, int8"),
+        ("  - metric: latency_p99_ms", "  - metric: latency_p99",
+         "objectives[1].metric: unknown metric 'latency_p99'; allowed: accuracy"),
+        ("    kernel_size: [3]", "    kernel: [3]",
+         "model.arch.kernel: unknown parameter of family 'cnn'; allowed: depth, expand_ratio"),
+        ("  - memory_peak_mb <= 100000", "  - memory_peak_mb < lots",
+         "constraints[0]: constraint must read"),
+    ],
+)
+def test_each_mistake_gives_one_clear_line(tmp_path: Path, old: str, new: str,
+                                           expected: str) -> None:
+    assert old in TINY_SPACE
+    path = _space(tmp_path, TINY_SPACE.replace(old, new))
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith(f"{path}: ")
+    assert expected in lines[0]
+
+
+def test_invalid_yaml_and_missing_file(tmp_path: Path) -> None:
+    broken = _space(tmp_path, "name: [unclosed\n")
+    result = runner.invoke(app, ["validate", str(broken), str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2
+    assert f"{broken}: line 2, column 1: invalid YAML" in result.output
+    assert f"{tmp_path / 'nope.yaml'}: file not found" in result.output
+
+
+def test_experiment_reports_problems_of_the_files_it_names(tiny_campaign: Path) -> None:
+    space = tiny_campaign.parent.parent / "search_spaces" / "tiny.yaml"
+    space.write_text(TINY_SPACE.replace("epochs: 2", "epochs: 0"))
+    result = runner.invoke(app, ["validate", str(tiny_campaign)])
+    assert result.exit_code == 2
+    assert "tiny.yaml: training.epochs: Input should be greater than or equal to 1" in result.output
+
+
+def test_real_process_prints_no_traceback(tmp_path: Path) -> None:
+    path = _space(tmp_path, TINY_SPACE.replace("[fp32, int8]", "[fp32, fp4]") + "bogus: 1\n")
+    proc = subprocess.run([sys.executable, "-m", "dse.cli", "validate", str(path)],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 2
+    assert any("bogus: unknown key" in line for line in lines)
+    assert any("found 'fp4'" in line for line in lines)
+
+
+def test_schema_writes_one_file_per_kind(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["schema", "--out", str(tmp_path)])
+    assert result.exit_code == 0
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["experiment.schema.json", "hw_profile.schema.json",
+                     "search_space.schema.json"]
+    assert "description" in (tmp_path / "search_space.schema.json").read_text()

@@ -1,0 +1,21 @@
+"""`import dse` is fast: no torch, onnxruntime or ray at import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+
+def test_import_is_light_and_fast() -> None:
+    code = ("import sys, time; t = time.perf_counter(); import dse; d = time.perf_counter() - t; "
+            "heavy = [m for m in ('torch', 'onnxruntime', 'ray', 'optuna', 'pandas') "
+            "if m in sys.modules]; print(d, heavy)")
+    best = float("inf")
+    for _ in range(3):  # the best of three, so a busy machine does not fail the test
+        start = time.perf_counter()
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True).stdout.split(maxsplit=1)
+        best = min(best, time.perf_counter() - start)
+        assert out[1].strip() == "[]"
+    assert best < 0.5

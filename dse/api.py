@@ -24,13 +24,32 @@ if TYPE_CHECKING:
 
 
 def _check_space(path: Path, space: SearchSpace) -> list[str]:
-    """Checks that need the model registry: arch parameter names of the family."""
+    """Checks that need the registries: arch parameter names and values, backend knob names."""
+    from dse.backends import get_backend
     from dse.models import get_family
+    from dse.spec import RangeParam
 
     family = get_family(space.model.family)
-    return [f"{path}: model.arch.{key}: unknown parameter of family {family.name!r}; allowed: "
-            f"{', '.join(sorted(family.arch_params))}"
-            for key in space.model.arch if key not in family.arch_params]
+    problems = []
+    for key, spec in space.model.arch.items():
+        where = f"{path}: model.arch.{key}"
+        if key not in family.arch_params:
+            problems.append(f"{where}: unknown parameter of family {family.name!r}; allowed: "
+                            f"{', '.join(sorted(family.arch_params))}")
+            continue
+        values = [spec.low, spec.high] if isinstance(spec, RangeParam) else list(spec)
+        for value in values:
+            try:
+                family.validate({key: value})
+            except ValueError as exc:
+                problems.append(f"{where}: {exc}")
+    for name, backend_spec in space.deployment.backends.items():
+        allowed = get_backend(name).knobs
+        problems.extend(
+            f"{path}: deployment.backends.{name}.knobs.{knob}: unknown knob of {name}; "
+            f"allowed: {', '.join(sorted(allowed))}"
+            for knob in backend_spec.knobs if knob not in allowed)
+    return problems
 
 
 def load_experiment(path: str | os.PathLike[str]) -> Experiment:

@@ -64,9 +64,8 @@ def _progress_printer(console: Console) -> tuple[object, object]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                        MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.fields[last]}"),
-                        console=console, transient=False)
-    return progress, progress.add_task("trials", total=None, last="")
+                        MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False)
+    return progress, progress.add_task("completed trials", total=None)
 
 
 def _describe(outcome: TrialOutcome) -> str:
@@ -120,8 +119,8 @@ def run(experiment: Annotated[Path, typer.Argument(help="Campaign YAML (experime
         progress, task = _progress_printer(console)
 
         def on_trial(outcome: TrialOutcome) -> None:
-            progress.update(task, completed=outcome.completed, total=outcome.budget,  # type: ignore[attr-defined]
-                            last=_describe(outcome))
+            progress.update(task, completed=outcome.completed,  # type: ignore[attr-defined]
+                            total=outcome.budget)
             console.print(_describe(outcome), markup=False)
 
         console.print(f"campaign {loaded.name}: {loaded.spec.budget.trials} trials on "

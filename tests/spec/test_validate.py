@@ -44,6 +44,10 @@ def test_shipped_examples_are_valid() -> None:
          "objectives[1].metric: unknown metric 'latency_p99'; allowed: accuracy"),
         ("    kernel_size: [3]", "    kernel: [3]",
          "model.arch.kernel: unknown parameter of family 'cnn'; allowed: depth, expand_ratio"),
+        ("    kernel_size: [3]", "    kernel_size: [3, 7]", "model.arch.kernel_size: "),
+        ("        intra_op_threads: [1]", "        intra_threads: [1]",
+         "deployment.backends.onnxruntime.knobs.intra_threads: unknown knob of onnxruntime; "
+         "allowed: inter_op_threads, intra_op_threads"),
         ("  - memory_peak_mb <= 100000", "  - memory_peak_mb < lots",
          "constraints[0]: constraint must read"),
     ],

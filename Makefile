@@ -26,7 +26,7 @@ test: setup
 	$(PY) -m pytest -q
 
 lint: setup
-	$(VENV)/bin/ruff check dse tests benchmarks
+	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
 clean:

@@ -58,3 +58,30 @@ def test_campaign_measures_reports_and_resumes(tiny_campaign: Path) -> None:
     for t in complete:
         if t.number in before:
             assert t.values[1] == before[t.number]
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_a_trial_left_running_by_a_dead_driver_is_failed_and_requeued_once(
+        tiny_campaign: Path) -> None:
+    from dse.search.space import suggest_candidate
+    from dse.search.study import open_study
+
+    tiny_campaign.write_text(tiny_experiment_text(1, name="orphan"))
+    experiment = load_experiment(tiny_campaign)
+    study = open_study(experiment.run_dir, experiment.name, experiment.space,
+                       experiment.spec.sampler)
+    orphan = study.ask()
+    suggest_candidate(orphan, experiment.space, experiment.devices[0])
+    del study  # the driver "dies" here: the trial stays RUNNING in storage
+
+    run_campaign(experiment, report=False)
+
+    study = optuna.load_study(study_name="orphan",
+                              storage=f"sqlite:///{experiment.run_dir / 'study.db'}")
+    first = study.trials[orphan.number]
+    assert first.state == optuna.trial.TrialState.FAIL
+    assert first.user_attrs["reason"] == "the driver stopped while this trial ran"
+    retried = [t for t in study.trials if t.user_attrs.get("requeued_from") == orphan.number]
+    assert len(retried) == 1
+    assert retried[0].state == optuna.trial.TrialState.COMPLETE
+    assert retried[0].params == orphan.params

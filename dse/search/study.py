@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dse.candidate import stable_hash
 from dse.exceptions import SpecError
 from dse.metrics import metric
 from dse.spec import SamplerSpec, SearchSpace
@@ -31,8 +32,21 @@ def make_sampler(spec: SamplerSpec, resumed_trials: int) -> optuna.samplers.Base
     return optuna.samplers.RandomSampler(seed=seed)
 
 
+# The parts of a space that change what a trial means; a resumed study must not mix two of them.
+_SPACE_SECTIONS = ("model", "training", "deployment", "constraints")
+
+
+def space_fingerprint(space: SearchSpace) -> dict[str, str]:
+    dumped = space.model_dump(mode="json")
+    return {section: stable_hash(dumped[section]) for section in _SPACE_SECTIONS}
+
+
 def open_study(run_dir: Path, name: str, space: SearchSpace, sampler: SamplerSpec) -> optuna.Study:
-    """Create the campaign's study, or load it to resume; refuse one made with other objectives."""
+    """Create the campaign's study, or load it to resume.
+
+    Refuses to resume a study made with other objectives or another space: its trials would not
+    be comparable (and Optuna cannot change a parameter's choices within one study).
+    """
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -49,6 +63,13 @@ def open_study(run_dir: Path, name: str, space: SearchSpace, sampler: SamplerSpe
                 f"{run_dir / 'study.db'}: objectives: the stored study optimises "
                 f"{previous.user_attrs.get('objectives')}, the experiment asks {objectives}; "
                 f"rename the campaign or delete its run folder"])
+        stored = previous.user_attrs.get("space_fingerprint", {})
+        changed = [k for k, v in space_fingerprint(space).items() if stored.get(k) != v]
+        if changed:
+            raise SpecError([
+                f"{run_dir / 'study.db'}: {', '.join(changed)}: the search space {space.name!r} "
+                f"changed since this campaign's study was created; rename the campaign to start "
+                f"a new study, or delete {run_dir} to start over"])
         resumed = len(previous.trials)
     study = optuna.create_study(
         storage=storage, study_name=name, load_if_exists=True,
@@ -58,4 +79,5 @@ def open_study(run_dir: Path, name: str, space: SearchSpace, sampler: SamplerSpe
     study.set_user_attr("campaign", name)
     study.set_user_attr("objectives", objectives)
     study.set_user_attr("constraints", constraints)
+    study.set_user_attr("space_fingerprint", space_fingerprint(space))
     return study

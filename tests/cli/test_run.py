@@ -62,3 +62,13 @@ def test_ctrl_c_then_rerun_completes_without_remeasuring(tiny_campaign: Path) ->
     new_numbers = [n for n in complete if n not in first]
     assert min(new_numbers) > max(first)
     assert (tiny_campaign.parent.parent / "dashboards" / "interrupted.html").is_file()
+
+
+def test_run_with_a_bad_experiment_says_why_and_exits_2(tiny_campaign: Path) -> None:
+    tiny_campaign.write_text(tiny_experiment_text(4).replace("budget: {trials: 4}",
+                                                             "budget: {trials: many}"))
+    proc = subprocess.run([sys.executable, "-m", "dse.cli", "run", str(tiny_campaign)],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert f"{tiny_campaign}: budget.trials: Input should be a valid integer" in proc.stderr

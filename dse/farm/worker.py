@@ -17,7 +17,7 @@ from pathlib import Path
 from dse.candidate import Candidate
 from dse.exceptions import BuildError, MeasurementError
 from dse.measure.harness import measure_latency
-from dse.measure.telemetry import PROBES, Probe
+from dse.measure.telemetry import PROBES, Probe, Window
 from dse.measurement import Measurement
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 
@@ -110,8 +110,11 @@ class DeviceWorker:
             "latency_mean_ms": stats.mean_ms,
             "throughput_sps": candidate.batch_size * 1000.0 / stats.mean_ms,
         })
+        window = Window(window_start, window_end, stats.n * candidate.batch_size)
         for probe, trace in traces:
-            metrics.update(probe.metrics(trace))
+            summary = probe.summarize(trace, window)
+            metrics.update(summary.metrics)
+            missing.update(summary.missing)
         provenance.update(prepared.provenance)
         provenance.update({
             "window_start": f"{window_start:.6f}",

@@ -1,60 +1,103 @@
 """The `Probe` interface: a sensor sampled by a background thread over a measurement window.
 
-Life cycle: ``available()`` is asked first; when it says no, the probe's metrics are reported as
-missing with its reason. Otherwise ``start()`` is called right before the timed window and
-``stop()`` right after; ``stop()`` returns the samples taken in between as a :class:`Trace`, and
-``metrics(trace)`` turns it into named metrics. A probe is used by one thread at a time.
+Life cycle (one thread drives a probe; its sampler thread is private):
+
+1. ``available()`` is asked once, before any measurement. When it says no, every metric in
+   ``provides`` is reported missing with its reason, and the probe is not used.
+2. ``start()`` right before the timed window: takes a first reading, then samples every
+   ``interval_s`` on a daemon thread.
+3. ``stop()`` right after the window: stops the thread, takes a last reading and returns the
+   :class:`Trace` (so even a window shorter than the interval has two readings, start and end).
+4. ``summarize(trace, window)`` turns the trace into metrics; what it cannot compute from this
+   trace (a counter absent, a rail without current) goes to ``missing`` with the reason.
+
+``read()`` must be cheap and must not raise for a sensor that ``available()`` accepted; a reading
+that fails mid-window may return NaN for that channel. Probes read sysfs relative to ``root`` so
+tests can point them at fixture trees in the real layouts.
 """
 
 from __future__ import annotations
 
 import abc
+import math
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 
 @dataclass
 class Trace:
-    """Timestamped samples of one quantity (``time.time()`` seconds, values in ``unit``)."""
+    """Timestamped readings of one probe: ``channels[name][i]`` was read at ``timestamps[i]``
+    (``time.time()`` seconds); ``units[name]`` is the channel's unit."""
 
-    name: str
-    unit: str
+    probe: str
     timestamps: list[float] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)
+    channels: dict[str, list[float]] = field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)
+
+    def add(self, timestamp: float, reading: dict[str, float]) -> None:
+        index = len(self.timestamps)
+        self.timestamps.append(timestamp)
+        for name, value in reading.items():
+            # A channel first seen late is padded so every list stays aligned with timestamps.
+            self.channels.setdefault(name, [math.nan] * index).append(value)
+        for values in self.channels.values():
+            if len(values) < index + 1:
+                values.append(math.nan)
+
+
+@dataclass(frozen=True)
+class Window:
+    """The measurement window a trace belongs to: wall-clock bounds and the work done in it."""
+
+    start: float
+    end: float
+    inferences: int  # samples processed (iterations x batch size), for per-inference figures
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+@dataclass
+class ProbeResult:
+    metrics: dict[str, float] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
 
 
 class Probe(abc.ABC):
     """A telemetry source; see the module docstring for its life cycle."""
 
     name: str = ""
-    unit: str = ""
-    #: Metric names this probe can fill; reported as missing when it is unavailable.
+    #: Metric names this probe can fill; all reported missing when it is unavailable.
     provides: tuple[str, ...] = ()
+    #: Units of the channels ``read()`` returns.
+    units: ClassVar[dict[str, str]] = {}
 
-    def __init__(self, interval_s: float = 0.005) -> None:
+    def __init__(self, interval_s: float = 0.01) -> None:
         self.interval_s = interval_s
-        self._trace = Trace(self.name, self.unit)
+        self._trace = Trace(self.name)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     @abc.abstractmethod
     def available(self) -> tuple[bool, str]:
-        """Whether the sensor can be read here, and if not, why."""
+        """Whether the sensor can be read here, and if not, why (no sensor, no permission...)."""
 
     @abc.abstractmethod
-    def read(self) -> float:
-        """One reading of the sensor, in ``unit``."""
+    def read(self) -> dict[str, float]:
+        """One reading of every channel."""
 
     @abc.abstractmethod
-    def metrics(self, trace: Trace) -> dict[str, float]:
-        """The metrics of a finished trace."""
+    def summarize(self, trace: Trace, window: Window) -> ProbeResult:
+        """The metrics of a finished trace, and what could not be derived from it, with why."""
 
     def start(self) -> None:
-        self._trace = Trace(self.name, self.unit)
+        self._trace = Trace(self.name, units=dict(self.units))
         self._stop.clear()
-        self._sample()  # a reading at the very start, so short windows still have one
+        self._sample()
         self._thread = threading.Thread(target=self._loop, name=f"probe-{self.name}", daemon=True)
         self._thread.start()
 
@@ -63,12 +106,11 @@ class Probe(abc.ABC):
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        self._sample()  # and one at the very end
+        self._sample()
         return self._trace
 
     def _sample(self) -> None:
-        self._trace.timestamps.append(time.time())
-        self._trace.values.append(self.read())
+        self._trace.add(time.time(), self.read())
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from typing import ClassVar
 
-from dse.measure.telemetry.base import Probe, Trace, register_probe
+from dse.measure.telemetry.base import Probe, ProbeResult, Trace, Window, register_probe
 
 
 @register_probe("process_memory")
@@ -12,8 +13,8 @@ class ProcessMemoryProbe(Probe):
     """Samples this process's RSS (psutil). The peak over the window is ``memory_peak_mb``."""
 
     name = "process_memory"
-    unit = "MB"
     provides = ("memory_peak_mb",)
+    units: ClassVar[dict[str, str]] = {"rss_mb": "MB"}
 
     def __init__(self, interval_s: float = 0.005) -> None:
         super().__init__(interval_s)
@@ -24,8 +25,11 @@ class ProcessMemoryProbe(Probe):
     def available(self) -> tuple[bool, str]:
         return True, ""
 
-    def read(self) -> float:
-        return float(self._process.memory_info().rss) / 1e6
+    def read(self) -> dict[str, float]:
+        return {"rss_mb": float(self._process.memory_info().rss) / 1e6}
 
-    def metrics(self, trace: Trace) -> dict[str, float]:
-        return {"memory_peak_mb": max(trace.values)} if trace.values else {}
+    def summarize(self, trace: Trace, window: Window) -> ProbeResult:
+        values = trace.channels.get("rss_mb", [])
+        if not values:
+            return ProbeResult(missing={"memory_peak_mb": "no memory reading in the window"})
+        return ProbeResult(metrics={"memory_peak_mb": max(values)})

@@ -20,7 +20,8 @@ _API = {
     "METRICS": "dse.metrics",
     "MetricSpec": "dse.metrics",
     "measure_latency": "dse.measure.harness",
-    "LatencyStats": "dse.measure.harness",
+    "measure_offline": "dse.measure.harness",
+    "LatencyStats": "dse.measure.stats",
     "pareto_mask": "dse.search.pareto",
     "DseError": "dse.exceptions",
     "SpecError": "dse.exceptions",
@@ -38,6 +39,7 @@ __all__ = [
     "__version__",
     "load_experiment",
     "measure_latency",
+    "measure_offline",
     "pareto_mask",
     "run_campaign",
     "validate_files",
@@ -54,7 +56,8 @@ if TYPE_CHECKING:
     )
     from dse.candidate import Candidate
     from dse.exceptions import DseError, SpecError
-    from dse.measure.harness import LatencyStats, measure_latency
+    from dse.measure.harness import measure_latency, measure_offline
+    from dse.measure.stats import LatencyStats
     from dse.measurement import Measurement
     from dse.metrics import METRICS, MetricSpec
     from dse.search.pareto import pareto_mask

@@ -59,7 +59,7 @@ search_space: ../search_spaces/tiny.yaml
 devices: [../hw_profiles/local-cpu.yaml]
 sampler: {{name: random, seed: 1}}
 budget: {{trials: {trials}}}
-measurement: {{warmup_iters: 2, min_iters: 5, min_seconds: 0.0, max_seconds: 0.2}}
+measurement: {{warmup_max_seconds: 0.1, min_iters: 5, min_seconds: 0.0, max_seconds: 0.2}}
 """
 
 

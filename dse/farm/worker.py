@@ -9,15 +9,14 @@ A candidate that cannot be built is returned as ``infeasible`` and one that brea
 from __future__ import annotations
 
 import os
-import platform
-import socket
 import time
 from pathlib import Path
 
 from dse.candidate import Candidate
 from dse.exceptions import BuildError, MeasurementError
-from dse.measure.harness import measure_latency
-from dse.measure.telemetry import PROBES, Probe, Window
+from dse.measure.harness import measure_latency, measure_offline, measure_sustained
+from dse.measure.stats import LatencyStats, drift_pct
+from dse.measure.telemetry import PROBES, Probe, Trace, Window
 from dse.measurement import Measurement
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 
@@ -34,15 +33,21 @@ def _normal_priority() -> str:
 
 
 def _host_provenance(profile: HardwareProfile) -> dict[str, str]:
-    return {
-        "host": socket.gethostname(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpu_count": str(os.cpu_count()),
-        "device_profile": profile.name,
-        "device_kind": profile.kind,
-        "pid": str(os.getpid()),
-    }
+    from dse.measure.provenance import host_provenance
+
+    return {**host_provenance(), "device_profile": profile.name, "device_kind": profile.kind,
+            "pid": str(os.getpid())}
+
+
+def _trial_provenance(host: dict[str, str]) -> dict[str, str]:
+    """The worker's fixed host facts plus what changes between trials (clocks at start)."""
+    from dse.measure.provenance import cpu_clocks_mhz
+
+    provenance = dict(host)
+    clocks = cpu_clocks_mhz()
+    if clocks is not None:
+        provenance["cpu_clocks_mhz_at_start"] = clocks
+    return provenance
 
 
 class DeviceWorker:
@@ -53,6 +58,8 @@ class DeviceWorker:
         self.cache_dir = Path(cache_dir)
         self.probes: list[Probe] = [PROBES[name]() for name in profile.telemetry]
         self.niceness = _normal_priority()
+        self.host = _host_provenance(profile)
+        self.host["niceness"] = self.niceness
 
     def ping(self) -> str:
         return self.profile.name
@@ -61,8 +68,7 @@ class DeviceWorker:
                  measure: MeasureSpec) -> Measurement:
         from dse.farm.prepare import prepare_candidate
 
-        provenance = _host_provenance(self.profile)
-        provenance["niceness"] = self.niceness
+        provenance = _trial_provenance(self.host)
         try:
             prepared = prepare_candidate(candidate, training, self.profile, self.cache_dir)
         except BuildError as exc:
@@ -82,45 +88,102 @@ class DeviceWorker:
 
         assert isinstance(prepared, PreparedCandidate)
         runner, example = prepared.runner, prepared.example
-        missing: dict[str, str] = {}
-        active: list[Probe] = []
-        for probe in self.probes:
-            ok, why = probe.available()
-            if ok:
-                active.append(probe)
-            else:
-                missing.update({name: why for name in probe.provides})
-        window_start = time.time()
-        for probe in active:
-            probe.start()
-        try:
-            stats = measure_latency(
-                lambda: runner.run(example),
-                warmup_iters=measure.warmup_iters, min_iters=measure.min_iters,
-                max_iters=measure.max_iters, min_seconds=measure.min_seconds,
-                max_seconds=measure.max_seconds)
-        finally:
-            traces = [(probe, probe.stop()) for probe in active]
-        window_end = time.time()
         metrics = dict(prepared.metrics)
-        metrics.update({
-            "latency_p50_ms": stats.p50_ms,
-            "latency_p90_ms": stats.p90_ms,
-            "latency_p99_ms": stats.p99_ms,
-            "latency_mean_ms": stats.mean_ms,
-            "throughput_sps": candidate.batch_size * 1000.0 / stats.mean_ms,
-        })
-        window = Window(window_start, window_end, stats.n * candidate.batch_size)
-        for probe, trace in traces:
-            summary = probe.summarize(trace, window)
-            metrics.update(summary.metrics)
-            missing.update(summary.missing)
+        missing: dict[str, str] = {}
+        window = _TelemetryWindow(self.probes, missing)
+
+        def call() -> object:
+            return runner.run(example)
+
+        sustained = measure.sustained_seconds > 0
+        # Telemetry covers the sustained run when there is one (that is where a device heats
+        # up), else exactly the timed single-stream window.
+        stats = measure_latency(
+            call, target_rel_ci=measure.target_rel_ci, min_iters=measure.min_iters,
+            max_iters=measure.max_iters, min_seconds=measure.min_seconds,
+            max_seconds=measure.max_seconds, warmup_max_seconds=measure.warmup_max_seconds,
+            on_window=None if sustained else window.mark)
+        metrics.update(latency_metrics(stats, candidate.batch_size, missing))
+        telemetry_stats = stats
+        if sustained:
+            run = measure_sustained(call, seconds=measure.sustained_seconds, on_window=window.mark)
+            metrics["latency_drift_pct"] = drift_pct(run.samples_ms)
+            telemetry_stats = run
+        if measure.offline_concurrency > 0:
+            offline = measure_offline(call, batch_size=candidate.batch_size,
+                                      concurrency=measure.offline_concurrency,
+                                      seconds=measure.offline_seconds)
+            metrics["offline_throughput_sps"] = offline.throughput_sps
+        metrics.update(window.summarize(telemetry_stats.n * candidate.batch_size))
+        provenance.update(window.provenance())
         provenance.update(prepared.provenance)
         provenance.update({
-            "window_start": f"{window_start:.6f}",
-            "window_end": f"{window_end:.6f}",
+            "window_start": f"{window.start:.6f}",
+            "window_end": f"{window.end:.6f}",
             "timed_iters": str(stats.n),
-            "first_call_ms": f"{stats.first_call_ms:.4f}",
+            "target_rel_ci": f"{stats.target_rel_ci:g}",
+            "achieved_rel_ci": f"{stats.rel_ci:.5f}",
+            "target_met": str(stats.target_met),
+            "warmup_iters": str(stats.warmup_iters),
+            "timer_overhead_ns": f"{stats.timer_overhead_ns:.0f}",
         })
         return Measurement(candidate.candidate_id, "ok", metrics=metrics, missing=missing,
                            samples={"latency_ms": stats.samples_ms}, provenance=provenance)
+
+
+def latency_metrics(stats: LatencyStats, batch_size: int,
+                    missing: dict[str, str]) -> dict[str, float]:
+    """The latency metrics of a run; a CI the sample count cannot support is missing, with why."""
+    metrics = {
+        "latency_p50_ms": stats.p50_ms, "latency_p90_ms": stats.p90_ms,
+        "latency_p95_ms": stats.p95_ms, "latency_p99_ms": stats.p99_ms,
+        "latency_p999_ms": stats.p999_ms, "latency_mean_ms": stats.mean_ms,
+        "latency_std_ms": stats.std_ms, "latency_min_ms": stats.min_ms,
+        "latency_max_ms": stats.max_ms, "latency_iqr_ms": stats.iqr_ms,
+        "first_call_ms": stats.first_call_ms, "throughput_sps": stats.throughput(batch_size),
+    }
+    for name, ci in (("p50", stats.p50_ci_ms), ("p99", stats.p99_ci_ms)):
+        if ci is None:
+            reason = f"{stats.n} samples are too few for a 95% confidence interval of {name}"
+            missing[f"latency_{name}_ci_low_ms"] = missing[f"latency_{name}_ci_high_ms"] = reason
+        else:
+            metrics[f"latency_{name}_ci_low_ms"], metrics[f"latency_{name}_ci_high_ms"] = ci
+    return metrics
+
+
+class _TelemetryWindow:
+    """Starts and stops the available probes around one measurement window."""
+
+    def __init__(self, probes: list[Probe], missing: dict[str, str]) -> None:
+        self.active: list[Probe] = []
+        self.missing = missing
+        for probe in probes:
+            ok, why = probe.available()
+            if ok:
+                self.active.append(probe)
+            else:
+                missing.update({name: why for name in probe.provides})
+        self.start = self.end = float("nan")
+        self.traces: list[tuple[Probe, Trace]] = []
+
+    def mark(self, opening: bool) -> None:
+        if opening:
+            for probe in self.active:
+                probe.start()
+            self.start = time.time()
+        else:
+            self.end = time.time()
+            self.traces = [(probe, probe.stop()) for probe in self.active]
+
+    def summarize(self, inferences: int) -> dict[str, float]:
+        window = Window(self.start, self.end, inferences)
+        metrics: dict[str, float] = {}
+        for probe, trace in self.traces:
+            result = probe.summarize(trace, window)
+            metrics.update(result.metrics)
+            self.missing.update({k: v for k, v in result.missing.items() if k not in metrics})
+        return metrics
+
+    def provenance(self) -> dict[str, str]:
+        return {f"{probe.name}.{key}": value for probe, trace in self.traces
+                for key, value in probe.provenance(trace).items()}

@@ -1,81 +1,209 @@
-"""Latency sampling: warm-up, then timed iterations until enough samples and time have passed.
+"""Latency sampling: warm-up until the median settles, then time calls until the median is known
+to the requested precision (or a limit is reached); plus the offline (throughput) scenario.
 
 The same code times a candidate on every device; the worker calls it inside its measurement window.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
 from dse.exceptions import MeasurementError
+from dse.measure.stats import LatencyStats, median_rel_halfwidth, summarize
+
+Timer = Literal["host", "cuda"]
+
+
+def timer_overhead_ns(repeats: int = 2000) -> float:
+    """Median cost of one host timestamp pair, in ns: the floor under any host-timed sample."""
+    clock = time.perf_counter_ns
+    gaps = np.empty(repeats)
+    for i in range(repeats):
+        start = clock()
+        gaps[i] = clock() - start
+    return float(np.median(gaps))
+
+
+def _host_timed(fn: Callable[[], object], sync: Callable[[], object] | None) -> Callable[[], float]:
+    clock = time.perf_counter_ns
+    if sync is None:
+        def timed() -> float:
+            start = clock()
+            fn()
+            return (clock() - start) / 1e6
+    else:
+        # The sync belongs inside the timed region: an asynchronous launch returns before the
+        # device has done the work, and its host time alone would be a lie.
+        def timed() -> float:
+            start = clock()
+            fn()
+            sync()
+            return (clock() - start) / 1e6
+    return timed
+
+
+def _cuda_timed(fn: Callable[[], object]) -> Callable[[], float]:
+    """Time on the device's own clock with CUDA events around the call (torch's CUDA API)."""
+    import torch
+
+    begin = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+    end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+
+    def timed() -> float:
+        begin.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return float(begin.elapsed_time(end))
+
+    return timed
 
 
 @dataclass(frozen=True)
-class LatencyStats:
-    """Summary of one single-stream latency run. Times are per call (one batch), in milliseconds."""
-
-    n: int
+class Warmup:
+    iters: int
     seconds: float
-    warmup_iters: int
-    first_call_ms: float
-    p50_ms: float
-    p90_ms: float
-    p99_ms: float
-    mean_ms: float
-    std_ms: float
-    min_ms: float
-    max_ms: float
-    samples_ms: list[float] = field(repr=False)
+    settled: bool
 
 
-def summarize(samples_ms: list[float], *, seconds: float, warmup_iters: int,
-              first_call_ms: float) -> LatencyStats:
-    if not samples_ms:
-        raise MeasurementError("no latency samples were taken")
-    data = np.asarray(samples_ms, dtype=np.float64)
-    p50, p90, p99 = np.percentile(data, [50, 90, 99])
-    return LatencyStats(
-        n=len(data), seconds=seconds, warmup_iters=warmup_iters, first_call_ms=first_call_ms,
-        p50_ms=float(p50), p90_ms=float(p90), p99_ms=float(p99), mean_ms=float(data.mean()),
-        std_ms=float(data.std(ddof=1)) if len(data) > 1 else 0.0,
-        min_ms=float(data.min()), max_ms=float(data.max()), samples_ms=[float(v) for v in data],
-    )
+def _warm_up(timed: Callable[[], float], *, chunk: int, tolerance: float, max_iters: int,
+             max_seconds: float) -> Warmup:
+    """Call in chunks until two successive chunk medians agree within ``tolerance`` (caches,
+    allocators, JITs and clocks have settled), or a cap is reached."""
+    start = time.perf_counter()
+    previous: float | None = None
+    iters = 0
+    while iters < max_iters and time.perf_counter() - start < max_seconds:
+        median = float(np.median([timed() for _ in range(chunk)]))
+        iters += chunk
+        if previous is not None and abs(median - previous) <= tolerance * previous:
+            return Warmup(iters, time.perf_counter() - start, True)
+        previous = median
+    return Warmup(iters, time.perf_counter() - start, False)
 
 
 def measure_latency(
     fn: Callable[[], object],
     *,
-    warmup_iters: int = 10,
+    target_rel_ci: float = 0.01,
     min_iters: int = 30,
-    max_iters: int = 2000,
+    max_iters: int = 1_000_000,
     min_seconds: float = 0.2,
-    max_seconds: float = 2.0,
+    max_seconds: float = 5.0,
+    warmup_max_iters: int = 500,
+    warmup_max_seconds: float = 1.0,
+    warmup_tolerance: float = 0.03,
+    sync: Callable[[], object] | None = None,
+    timer: Timer = "host",
+    on_window: Callable[[bool], object] | None = None,
 ) -> LatencyStats:
-    """Time ``fn`` (which must return only when its work is done) and summarise the latencies.
+    """Time ``fn`` until the 95% CI of its median latency is within ±``target_rel_ci`` of it.
 
-    Timing stops once both ``min_iters`` samples and ``min_seconds`` are reached, or at
-    ``max_iters`` / ``max_seconds``, whichever comes first. The first call is timed on its own
-    (it pays one-off costs such as allocations) and is never part of the samples.
+    Timing stops when the target is met and both ``min_iters`` and ``min_seconds`` are reached,
+    or at ``max_iters`` / ``max_seconds`` (then ``target_met`` is False). The first call is timed
+    on its own (lazy initialisation, compilation) and never joins the samples; warm-up follows
+    until the running median settles. ``sync`` is called after each call inside the timed region
+    (e.g. ``torch.cuda.synchronize``); ``timer="cuda"`` times with CUDA events instead.
+    ``on_window(True)`` / ``on_window(False)`` are called right before the first and right after
+    the last timed call, so telemetry covers exactly the timed window.
     """
-    start = time.perf_counter_ns()
-    fn()
-    first_call_ms = (time.perf_counter_ns() - start) / 1e6
-    for _ in range(warmup_iters):
-        fn()
+    if not 0 < target_rel_ci < 1:
+        raise ValueError(f"target_rel_ci must lie in (0, 1), got {target_rel_ci}")
+    timed = _cuda_timed(fn) if timer == "cuda" else _host_timed(fn, sync)
+    overhead = timer_overhead_ns() if timer == "host" else float("nan")
+    first_call_ms = timed()
+    warm = _warm_up(timed, chunk=10, tolerance=warmup_tolerance, max_iters=warmup_max_iters,
+                    max_seconds=warmup_max_seconds)
     samples: list[float] = []
-    window_start = time.perf_counter()
-    deadline = window_start + max_seconds
+    if on_window is not None:
+        on_window(True)
+    start = time.perf_counter()
+    next_check = min_iters
     while True:
-        begin = time.perf_counter_ns()
-        fn()
-        samples.append((time.perf_counter_ns() - begin) / 1e6)
-        now = time.perf_counter()
-        enough = len(samples) >= min_iters and now - window_start >= min_seconds
-        if enough or len(samples) >= max_iters or now >= deadline:
+        samples.append(timed())
+        n = len(samples)
+        elapsed = time.perf_counter() - start
+        if n >= max_iters or elapsed >= max_seconds:
             break
-    return summarize(samples, seconds=time.perf_counter() - window_start,
-                     warmup_iters=warmup_iters, first_call_ms=first_call_ms)
+        if n >= next_check and elapsed >= min_seconds:
+            # Checking costs a sort; spacing checks geometrically keeps that under ~10% of calls.
+            if median_rel_halfwidth(samples) <= target_rel_ci:
+                break
+            next_check = n + max(10, n // 10)
+    seconds = time.perf_counter() - start
+    if on_window is not None:
+        on_window(False)
+    return summarize(samples, seconds=seconds, target_rel_ci=target_rel_ci,
+                     warmup_iters=warm.iters, warmup_seconds=warm.seconds,
+                     first_call_ms=first_call_ms, timer_overhead_ns=overhead)
+
+
+def measure_sustained(fn: Callable[[], object], *, seconds: float,
+                      sync: Callable[[], object] | None = None,
+                      on_window: Callable[[bool], object] | None = None) -> LatencyStats:
+    """Call ``fn`` back to back for ``seconds`` (no warm-up, no early stop): the run in which a
+    device heats up, for the latency drift between its first and last tenth."""
+    timed = _host_timed(fn, sync)
+    samples: list[float] = []
+    if on_window is not None:
+        on_window(True)
+    start = time.perf_counter()
+    deadline = start + seconds
+    while time.perf_counter() < deadline:
+        samples.append(timed())
+    elapsed = time.perf_counter() - start
+    if on_window is not None:
+        on_window(False)
+    return summarize(samples, seconds=elapsed)
+
+
+@dataclass(frozen=True)
+class OfflineStats:
+    """Offline scenario (after MLPerf): ``concurrency`` requests kept in flight for ``seconds``."""
+
+    concurrency: int
+    calls: int
+    seconds: float
+    throughput_sps: float
+
+
+def measure_offline(fn: Callable[[], Any], *, batch_size: int, concurrency: int,
+                    seconds: float) -> OfflineStats:
+    """Keep ``concurrency`` calls of ``fn`` in flight (one per thread) for ``seconds``; the
+    runtime must release the GIL while it works, as ONNX Runtime and torch do."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    counts = [0] * concurrency
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(concurrency + 1)
+    stop = threading.Event()
+
+    def worker(slot: int) -> None:
+        barrier.wait()
+        try:
+            while not stop.is_set():
+                fn()
+                counts[slot] += 1
+        except BaseException as exc:  # surfaced to the caller below, not swallowed
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - start
+    if errors:
+        raise MeasurementError(f"offline run failed: {type(errors[0]).__name__}: {errors[0]}")
+    calls = sum(counts)
+    return OfflineStats(concurrency, calls, elapsed, calls * batch_size / elapsed)

@@ -13,7 +13,7 @@ import pandas as pd
 from dse.metrics import METRICS
 
 IDENTITY_COLUMNS: tuple[str, ...] = (
-    "trial", "state", "status", "reason", "feasible", "device", "candidate_id",
+    "trial", "state", "status", "reason", "missing", "feasible", "device", "candidate_id",
 )
 TIME_COLUMNS: tuple[str, ...] = ("started", "completed", "duration_s", "reused_from")
 PARAM_PREFIX = "param."

@@ -68,6 +68,7 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
         "state": text_column([row.trial.state.name for row in rows]),
         "status": text_column([row.text["status"] for row in rows]),
         "reason": text_column([row.text["reason"] for row in rows]),
+        "missing": text_column([row.text["missing"] for row in rows]),
         "feasible": pd.Series([row.feasible for row in rows], dtype="bool"),
         "device": text_column([row.text["device"] for row in rows]),
         "candidate_id": text_column([row.text["candidate_id"] for row in rows]),
@@ -143,6 +144,10 @@ def _row(trial: optuna.trial.FrozenTrial, objectives: Sequence[str],
         "reason": attrs.get("reason"),
         "device": candidate.get("device_profile"),
         "candidate_id": attrs.get("candidate_id"),
+        # Metrics the device could not give, with why ("power_mean_w: no RAPL domain ..."):
+        # one text cell, since most trials of a device miss the same few for the same reasons.
+        "missing": "; ".join(f"{k}: {v}" for k, v in sorted((attrs.get("missing") or {}).items()))
+                   or None,
     }
     return _Row(trial, text, feasible, _flatten_candidate(candidate), metrics, constraints)
 

@@ -29,7 +29,8 @@ DeviceKind = Literal["cpu", "cuda", "jetson"]
 FamilyName = Literal["cnn"]
 DatasetName = Literal["digits"]
 SamplerName = Literal["tpe", "nsga2", "random"]
-ProbeName = Literal["process_memory"]
+ProbeName = Literal["process_memory", "rapl", "thermal_zones", "cpufreq", "cpu_throttle",
+                    "jetson_power", "jetson_clocks", "tegrastats", "nvml", "cuda_memory"]
 
 Scalar = Union[int, float, str, bool]  # noqa: UP007 - pydantic needs the runtime Union
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -225,13 +226,27 @@ class BudgetSpec(Strict):
 
 
 class MeasureSpec(Strict):
-    """How each candidate's latency is sampled."""
+    """How each candidate is timed: adaptive single-stream latency, optional offline and
+    sustained runs."""
 
-    warmup_iters: int = Field(default=10, ge=0, description="Untimed iterations first.")
+    target_rel_ci: float = Field(
+        default=0.01, gt=0, lt=1,
+        description="Stop once the 95% CI of the median is within ± this fraction of it.")
     min_iters: int = Field(default=30, ge=1, description="Fewest timed iterations.")
-    max_iters: int = Field(default=2000, ge=1, description="Most timed iterations.")
+    max_iters: int = Field(default=1_000_000, ge=1, description="Most timed iterations.")
     min_seconds: float = Field(default=0.2, ge=0, description="Fewest seconds of timing.")
-    max_seconds: float = Field(default=2.0, gt=0, description="Most seconds of timing.")
+    max_seconds: float = Field(default=5.0, gt=0, description="Most seconds of timing.")
+    warmup_max_seconds: float = Field(
+        default=1.0, ge=0, description="Cap on the warm-up that runs until the median settles.")
+    offline_concurrency: int = Field(
+        default=0, ge=0, le=256,
+        description="Requests kept in flight for the offline throughput run (0: no such run).")
+    offline_seconds: float = Field(default=1.0, gt=0,
+                                   description="Length of the offline throughput run.")
+    sustained_seconds: float = Field(
+        default=0.0, ge=0,
+        description="Run the candidate this long without pause and report latency drift beside "
+                    "thermal telemetry (0: no sustained run).")
 
     @model_validator(mode="after")
     def _ordered(self) -> MeasureSpec:

@@ -1,4 +1,4 @@
-"""The latency harness: stopping rules, statistics, and the first call kept apart."""
+"""The latency harness: adaptive stopping, warm-up, the first call kept apart, scenarios."""
 
 from __future__ import annotations
 
@@ -8,41 +8,93 @@ import numpy as np
 import pytest
 
 from dse.exceptions import MeasurementError
-from dse.measure import measure_latency, summarize
+from dse.measure import measure_latency, measure_offline, measure_sustained, timer_overhead_ns
 
 
-def test_percentiles_match_numpy() -> None:
-    samples = [float(v) for v in np.random.default_rng(0).exponential(2.0, 500)]
-    stats = summarize(samples, seconds=1.0, warmup_iters=0, first_call_ms=0.0)
-    assert stats.n == 500
-    assert stats.p50_ms == pytest.approx(np.percentile(samples, 50))
-    assert stats.p99_ms == pytest.approx(np.percentile(samples, 99))
-    assert stats.min_ms <= stats.p50_ms <= stats.p90_ms <= stats.p99_ms <= stats.max_ms
+def _spin(ms: float) -> None:
+    """Busy-wait: unlike sleep, its duration does not depend on the scheduler's wake-up slack."""
+    end = time.perf_counter() + ms / 1000
+    while time.perf_counter() < end:
+        pass
 
 
-def test_no_samples_is_an_error() -> None:
-    with pytest.raises(MeasurementError):
-        summarize([], seconds=0.0, warmup_iters=0, first_call_ms=0.0)
+def test_stops_when_the_median_is_known_to_the_target() -> None:
+    stats = measure_latency(lambda: _spin(0.5), target_rel_ci=0.02, min_iters=20,
+                            min_seconds=0.0, max_seconds=10.0)
+    assert stats.target_met
+    assert stats.rel_ci <= 0.02
+    assert stats.p50_ci_ms is not None
+    low, high = stats.p50_ci_ms
+    assert low <= stats.p50_ms <= high
+    assert high - low <= 2 * 0.02 * stats.p50_ms
+    assert stats.seconds < 5.0
+    assert 0.45 <= stats.p50_ms <= 1.5
 
 
-def test_sleep_is_timed_and_first_call_is_separate() -> None:
+def test_limits_stop_a_noisy_function_and_say_the_target_was_missed() -> None:
+    rng = np.random.default_rng(0)
+    stats = measure_latency(lambda: _spin(float(rng.choice([0.1, 1.0]))), target_rel_ci=0.001,
+                            min_iters=10, min_seconds=0.0, max_seconds=0.3,
+                            warmup_max_seconds=0.05)
+    assert not stats.target_met
+    assert stats.rel_ci > 0.001
+    assert 0.25 <= stats.seconds < 1.0
+
+
+def test_first_call_and_warmup_are_not_samples() -> None:
     calls = []
 
     def work() -> None:
-        # The first call is slow (like a lazy initialisation); it must not pollute the samples.
-        time.sleep(0.05 if not calls else 0.002)
+        _spin(30 if not calls else 0.3)  # a slow first call, like lazy initialisation
         calls.append(1)
 
-    stats = measure_latency(work, warmup_iters=2, min_iters=10, min_seconds=0.0, max_seconds=5.0)
-    assert stats.first_call_ms >= 45
-    assert stats.n == 10
-    assert len(calls) == 1 + 2 + 10
-    assert 1.8 <= stats.p50_ms < 20
-    assert stats.max_ms < 45
+    stats = measure_latency(work, min_iters=10, min_seconds=0.0, max_seconds=5.0)
+    assert stats.first_call_ms >= 29
+    assert stats.max_ms < 29
+    assert stats.warmup_iters >= 20  # at least two chunks of ten to see the median settle
+    assert len(calls) == 1 + stats.warmup_iters + stats.n
 
 
-def test_max_seconds_caps_slow_functions() -> None:
-    stats = measure_latency(lambda: time.sleep(0.02), warmup_iters=0, min_iters=1000,
-                            min_seconds=0.0, max_seconds=0.1)
-    assert 1 <= stats.n < 10
-    assert stats.seconds < 0.5
+def test_window_hooks_bracket_exactly_the_timed_calls() -> None:
+    events: list[tuple[str, int]] = []
+    count = [0]
+
+    def work() -> None:
+        count[0] += 1
+
+    stats = measure_latency(work, min_iters=50, min_seconds=0.0, max_seconds=1.0,
+                            on_window=lambda opening: events.append(
+                                ("open" if opening else "close", count[0])))
+    (_, opened_at), (_, closed_at) = events
+    assert closed_at - opened_at == stats.n
+
+
+def test_sync_runs_inside_the_timed_region() -> None:
+    stats = measure_latency(lambda: None, sync=lambda: _spin(0.3), min_iters=20, min_seconds=0.0,
+                            max_seconds=2.0)
+    assert stats.p50_ms >= 0.29
+
+
+def test_timer_overhead_is_small_and_positive() -> None:
+    assert 0 < timer_overhead_ns() < 50_000
+
+
+def test_sustained_run_lasts_its_time() -> None:
+    stats = measure_sustained(lambda: _spin(0.2), seconds=0.3)
+    assert 0.3 <= stats.seconds < 0.6
+    assert stats.n > 100
+
+
+def test_offline_keeps_requests_in_flight() -> None:
+    stats = measure_offline(lambda: time.sleep(0.005), batch_size=4, concurrency=4, seconds=0.3)
+    # sleep releases the GIL: four threads finish about four times the calls of one
+    assert stats.calls >= 4 * 0.3 / 0.005 * 0.6
+    assert stats.throughput_sps == pytest.approx(stats.calls * 4 / stats.seconds)
+
+
+def test_offline_surfaces_errors() -> None:
+    def boom() -> None:
+        raise RuntimeError("device lost")
+
+    with pytest.raises(MeasurementError, match="device lost"):
+        measure_offline(boom, batch_size=1, concurrency=2, seconds=0.05)

@@ -48,7 +48,7 @@ def test_an_infeasible_trial_would_dominate_but_never_competes(trials: pd.DataFr
 
 def test_columns_are_ordered_and_metrics_carry_units(trials: pd.DataFrame) -> None:
     assert trials.columns.tolist() == [
-        "trial", "state", "status", "reason", "feasible", "device", "candidate_id",
+        "trial", "state", "status", "reason", "missing", "feasible", "device", "candidate_id",
         "param.family", "param.backend", "param.precision", "param.batch_size",
         "param.arch.depth", "param.arch.width_mult",
         "param.knob.intra_op_threads", "param.knob.num_threads",
@@ -109,7 +109,7 @@ def test_objective_values_fill_metrics_the_attrs_lack() -> None:
 def test_a_study_without_measurements_still_has_its_columns() -> None:
     study = campaign_study("c", OBJECTIVES, [EXAMPLE_CONSTRAINT])
     assert trials_frame(study).columns.tolist() == [
-        "trial", "state", "status", "reason", "feasible", "device", "candidate_id",
+        "trial", "state", "status", "reason", "missing", "feasible", "device", "candidate_id",
         "accuracy [fraction]", "latency_p99_ms [ms]", f"constraint.{EXAMPLE_CONSTRAINT}",
         "started", "completed", "duration_s", "reused_from"]
     record_trial(study, candidate("torch", "int8", 1.0, 1), state=TrialState.FAIL,
@@ -155,3 +155,17 @@ def test_a_reused_repeat_is_not_listed_again_on_the_front() -> None:
     record_trial(study, candidate("torch", "fp32", 1.0, 1),
                  metrics={"accuracy": 0.9, "latency_p99_ms": 1.0}, extra_attrs={"reused_from": 0})
     assert front_frame(trials_frame(study), OBJECTIVES)["trial"].tolist() == [0]
+
+
+def test_missing_metrics_keep_their_reasons() -> None:
+    study = campaign_study("c", OBJECTIVES)
+    record_trial(study, candidate("torch", "fp32", 1.0, 1),
+                 metrics={"accuracy": 0.9, "latency_p99_ms": 1.0},
+                 extra_attrs={"missing": {"power_mean_w": "no RAPL domain",
+                                          "energy_per_inference_mj": "no RAPL domain"}})
+    record_trial(study, candidate("torch", "fp32", 2.0, 1),
+                 metrics={"accuracy": 0.95, "latency_p99_ms": 2.0})
+    frame = trials_frame(study)
+    assert frame["missing"].tolist()[0] == ("energy_per_inference_mj: no RAPL domain; "
+                                            "power_mean_w: no RAPL domain")
+    assert frame["missing"].isna().tolist() == [False, True]

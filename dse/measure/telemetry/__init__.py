@@ -1,6 +1,13 @@
-"""Telemetry probes sampled alongside latency."""
+"""Telemetry probes sampled alongside latency. Importing this package registers every probe;
+none imports its sensor library (psutil aside) until it is asked whether it is available."""
 
-from dse.measure.telemetry import memory as _memory  # noqa: F401  (registers its probe)
+from dse.measure.telemetry import cpu as _cpu  # noqa: F401
+from dse.measure.telemetry import cuda_memory as _cuda_memory  # noqa: F401
+from dse.measure.telemetry import jetson_clocks as _jetson_clocks  # noqa: F401
+from dse.measure.telemetry import jetson_power as _jetson_power  # noqa: F401
+from dse.measure.telemetry import memory as _memory  # noqa: F401
+from dse.measure.telemetry import nvml as _nvml  # noqa: F401
+from dse.measure.telemetry import tegrastats as _tegrastats  # noqa: F401
 from dse.measure.telemetry.base import (
     PROBES,
     Probe,

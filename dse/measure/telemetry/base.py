@@ -94,8 +94,18 @@ class Probe(abc.ABC):
     def summarize(self, trace: Trace, window: Window) -> ProbeResult:
         """The metrics of a finished trace, and what could not be derived from it, with why."""
 
+    def provenance(self, trace: Trace) -> dict[str, str]:
+        """Facts about this window worth keeping beside the metrics (where an energy figure came
+        from, over-current events...), as text. Called after ``summarize``."""
+        return {}
+
+    def channel_units(self) -> dict[str, str]:
+        """Units of the channels ``read()`` returns. Override when the channels depend on what
+        the host has (rails, zones, CPUs); the default is the class-level ``units`` table."""
+        return dict(self.units)
+
     def start(self) -> None:
-        self._trace = Trace(self.name, units=dict(self.units))
+        self._trace = Trace(self.name, units=self.channel_units())
         self._stop.clear()
         self._sample()
         self._thread = threading.Thread(target=self._loop, name=f"probe-{self.name}", daemon=True)

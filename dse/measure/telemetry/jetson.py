@@ -1,0 +1,176 @@
+"""Pieces shared by the Jetson probes, and the board's provenance (L4T release, nvpmodel power mode).
+
+The probes themselves live in :mod:`~dse.measure.telemetry.jetson_power` (INA3221 rails),
+:mod:`~dse.measure.telemetry.jetson_clocks` (cpufreq, devfreq, EMC, thermal zones) and
+:mod:`~dse.measure.telemetry.tegrastats` (the ``tegrastats`` fallback).
+
+Every path is read relative to a ``root`` so tests can point the code at fixture trees in the real
+layouts. Nothing here invents a value: an unreadable file is ``None``/NaN, and callers turn that
+into a missing metric with its reason.
+
+The time weighting below is a private stand-in for ``dse.measure.telemetry.derived``
+(``integrate_power``, ``energy_metrics``); switch to it once that module exists.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from itertools import pairwise
+from pathlib import Path
+
+from dse.measure.telemetry.base import ProbeResult, Trace, Window
+
+#: Rails that measure the whole module's input. Where one exists it *is* the board power; the other
+#: rails are downstream of it and adding them would count their power twice.
+#: VDD_IN: Orin Nano/NX (L4T r35/r36), Xavier NX and TX2 (r32). POM_5V_IN: Nano (r32).
+INPUT_RAILS = ("VDD_IN", "POM_5V_IN")
+
+#: Channel label that board designers give an unconnected INA3221 input (AGX Orin 1-0041).
+NOT_CONNECTED = "NC"
+
+#: tegrastats and the Orin thermal driver report -256 °C for a zone of a power-gated block (CV0..2,
+#: GPU when off); it is a "no reading" mark, not a temperature.
+_NO_SENSOR_C = -200.0
+
+#: Zones whose value is not a measured temperature: ``PMIC-Die`` (Nano, Xavier, r32) reports a fixed
+#: 100 °C threshold, ``thermal-fan-est`` (Xavier) is a weighted estimate computed from other zones.
+_NOT_A_SENSOR = ("pmic", "fan-est")
+
+
+def read_text(path: Path) -> str | None:
+    """The stripped content of a sysfs file, or None when it is absent or unreadable."""
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def read_number(path: Path) -> float:
+    """A sysfs integer (or decimal) as float; NaN when the file cannot be read or parsed, so a
+    sensor that fails mid-window leaves a gap rather than stopping the sampler."""
+    text = read_text(path)
+    if text is None:
+        return math.nan
+    try:
+        return float(text.split()[0])
+    except (ValueError, IndexError):
+        return math.nan
+
+
+def board_rails(rails: Sequence[str]) -> tuple[list[str], str]:
+    """Which rails make up the board power, and a sentence saying so (for provenance).
+
+    A module-input rail (:data:`INPUT_RAILS`) is used alone. Without one (AGX Xavier: GPU, CPU, SOC,
+    CV, VDDRQ, SYS5V; AGX Orin: VDD_GPU_SOC, VDD_CPU_CV, VIN_SYS_5V0, VDDQ_VDD2_1V8AO) the total is
+    the sum of all connected rails: those are separate branches of the module's power tree, so
+    their sum approximates the module's draw, without regulator losses and the carrier board.
+    """
+    for name in INPUT_RAILS:
+        if name in rails:
+            return [name], f"rail {name} (module input)"
+    connected = [r for r in rails if r != NOT_CONNECTED]
+    return connected, f"sum of rails {', '.join(connected)} (no module-input rail on this board)"
+
+
+def is_real_temperature(zone: str, celsius: float) -> bool:
+    """Whether a zone's reading is a measured temperature (see :data:`_NOT_A_SENSOR`)."""
+    if not math.isfinite(celsius) or celsius <= _NO_SENSOR_C:
+        return False
+    return not any(mark in zone.lower() for mark in _NOT_A_SENSOR)
+
+
+def time_weighted_mean(timestamps: Sequence[float], values: Sequence[float]) -> float | None:
+    """Trapezoidal time-weighted mean of a sampled signal; NaN readings are skipped (the signal is
+    interpolated across them). None with fewer than two finite readings: one reading says nothing
+    about how long the value held."""
+    if not values:
+        return None
+    points = [(t, v) for t, v in zip(timestamps, values, strict=True) if math.isfinite(v)]
+    if len(points) < 2:
+        return None
+    span = points[-1][0] - points[0][0]
+    if span <= 0:
+        # Readings at one instant (a clock with coarse resolution): no time to weight by.
+        return sum(v for _, v in points) / len(points)
+    area = sum((t1 - t0) * (v0 + v1) / 2 for (t0, v0), (t1, v1) in pairwise(points))
+    return area / span
+
+
+def power_result(trace: Trace, window: Window, channel: str, why_absent: str | None) -> ProbeResult:
+    """``power_mean_w`` and ``energy_per_inference_mj`` from the board-power channel of a trace.
+
+    There is no energy counter on a Jetson, so the energy of the window is the time-weighted mean
+    power times the window's length. ``why_absent`` is the reason the probe could not build the
+    channel at all (None when it could).
+    """
+    names = ("power_mean_w", "energy_per_inference_mj")
+    if why_absent is not None:
+        return ProbeResult(missing=dict.fromkeys(names, why_absent))
+    values = trace.channels.get(channel, [])
+    mean = time_weighted_mean(trace.timestamps, values) if values else None
+    if mean is None:
+        valid = sum(1 for v in values if math.isfinite(v))
+        why = f"{valid} valid reading(s) of {channel} in the window; a time-weighted mean needs two"
+        return ProbeResult(missing=dict.fromkeys(names, why))
+    result = ProbeResult(metrics={"power_mean_w": mean})
+    if window.inferences <= 0:
+        result.missing["energy_per_inference_mj"] = f"no inference in the window ({window.inferences=})"
+    else:
+        result.metrics["energy_per_inference_mj"] = mean * window.seconds / window.inferences * 1e3
+    return result
+
+
+def peak_temperature(trace: Trace, channels: Iterable[str]) -> float | None:
+    """Highest real reading over the given temperature channels (``temp.<zone>``), or None."""
+    peaks = [
+        value
+        for name in channels
+        for value in trace.channels.get(name, [])
+        if is_real_temperature(name.removeprefix("temp."), value)
+    ]
+    return max(peaks) if peaks else None
+
+
+_RELEASE = re.compile(r"#\s*R(\d+)\s*\(release\),\s*REVISION:\s*([\d.]+)")
+
+
+def l4t_release(root: Path = Path("/")) -> str | None:
+    """The L4T release from ``/etc/nv_tegra_release``, e.g. ``"R35.4.1"``; None off a Jetson.
+
+    The first line reads ``# R35 (release), REVISION: 4.1, GCID: ..., BOARD: ...`` on every L4T
+    from r32 (JetPack 4) to r36 (JetPack 6).
+    """
+    text = read_text(root / "etc/nv_tegra_release")
+    match = _RELEASE.search(text or "")
+    return f"R{match[1]}.{match[2]}" if match else None
+
+
+_PMODE = re.compile(r"pmode:\s*(\d+)")
+_MODEL = re.compile(r"<\s*POWER_MODEL\s+ID=(\d+)\s+NAME=(\S+?)\s*>")
+
+
+def power_mode(root: Path = Path("/")) -> str | None:
+    """The nvpmodel power mode in force, by name (``"MAXN"``, ``"15W"``) where the configuration
+    names it, else its number as text; None when unknown.
+
+    ``nvpmodel`` records the mode it applied in ``/var/lib/nvpmodel/status`` (``pmode:0002``, on
+    L4T r32 to r36) and names modes in ``/etc/nvpmodel.conf`` (``< POWER_MODEL ID=2 NAME=15W >``).
+    Without the status file the mode is unknown: the configuration's default is not assumed,
+    because a user may have changed it since boot.
+    """
+    match = _PMODE.search(read_text(root / "var/lib/nvpmodel/status") or "")
+    if match is None:
+        return None
+    mode_id = int(match[1])
+    conf = read_text(root / "etc/nvpmodel.conf") or ""
+    names = {int(m[1]): str(m[2]) for m in _MODEL.finditer(conf)}
+    return names.get(mode_id, str(mode_id))
+
+
+def parse_nvpmodel_query(text: str) -> str | None:
+    """The mode name from the output of ``nvpmodel -q`` (``"NV Power Mode: MAXN\\n0"``), for a
+    worker that captured it; None when the text has no such line."""
+    match = re.search(r"NV Power Mode:\s*(\S+)", text)
+    return str(match[1]) if match else None

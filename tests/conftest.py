@@ -49,6 +49,7 @@ name: local-cpu
 kind: cpu
 backends: [onnxruntime, torch]
 precisions: [fp32, int8]
+telemetry: [process_memory, rapl, thermal_zones, cpufreq, cpu_throttle]
 """
 
 

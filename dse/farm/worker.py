@@ -124,6 +124,7 @@ class DeviceWorker:
             "target_rel_ci": f"{stats.target_rel_ci:g}",
             "achieved_rel_ci": f"{stats.rel_ci:.5f}",
             "target_met": str(stats.target_met),
+            "stationary": str(stats.stationary),
             "warmup_iters": str(stats.warmup_iters),
             "timer_overhead_ns": f"{stats.timer_overhead_ns:.0f}",
         })

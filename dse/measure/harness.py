@@ -15,7 +15,7 @@ from typing import Any, Literal
 import numpy as np
 
 from dse.exceptions import MeasurementError
-from dse.measure.stats import LatencyStats, median_rel_halfwidth, summarize
+from dse.measure.stats import LatencyStats, halves_agree, median_rel_halfwidth, summarize
 
 Timer = Literal["host", "cuda"]
 
@@ -105,8 +105,9 @@ def measure_latency(
 ) -> LatencyStats:
     """Time ``fn`` until the 95% CI of its median latency is within ±``target_rel_ci`` of it.
 
-    Timing stops when the target is met and both ``min_iters`` and ``min_seconds`` are reached,
-    or at ``max_iters`` / ``max_seconds`` (then ``target_met`` is False). The first call is timed
+    Timing stops when the target is met, the two halves of the run agree (``stationary``), and
+    both ``min_iters`` and ``min_seconds`` are reached; or at ``max_iters`` / ``max_seconds``
+    (then ``target_met`` or ``stationary`` may be False, and the result says so). The first call is timed
     on its own (lazy initialisation, compilation) and never joins the samples; warm-up follows
     until the running median settles. ``sync`` is called after each call inside the timed region
     (e.g. ``torch.cuda.synchronize``); ``timer="cuda"`` times with CUDA events instead.
@@ -133,7 +134,9 @@ def measure_latency(
             break
         if n >= next_check and elapsed >= min_seconds:
             # Checking costs a sort; spacing checks geometrically keeps that under ~10% of calls.
-            if median_rel_halfwidth(samples) <= target_rel_ci:
+            # A precise median of a run whose halves disagree is precise about a mixture of two
+            # machine states: keep measuring then, until the halves agree or time runs out.
+            if median_rel_halfwidth(samples) <= target_rel_ci and halves_agree(samples):
                 break
             next_check = n + max(10, n // 10)
     seconds = time.perf_counter() - start

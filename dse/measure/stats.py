@@ -4,14 +4,23 @@ The CI of a quantile comes from binomial order statistics: for the q-quantile of
 samples, the number of samples below the true quantile is Binomial(n, q), so a pair of order
 statistics (x_(l), x_(u)) brackets it with probability F(u-1) - F(l-1). No distribution is
 assumed, which matters for latencies: they are skewed and often multi-modal.
+
+Consecutive latencies are not independent, though: caches, clocks and neighbours make slow calls
+come in runs, so n samples carry less information than n independent ones, and an interval that
+assumed independence would be too narrow. The interval therefore uses an *effective* sample size
+n / tau, where tau is the integrated autocorrelation time of the indicator series
+1[x_t <= quantile] (Geyer's initial positive sequence), and maps the ranks back to the full
+sample. With no autocorrelation tau = 1 and this is the textbook interval.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.stats import binom  # at import, not on first use: its import must not land in a window
 
 from dse.exceptions import MeasurementError
 
@@ -25,8 +34,6 @@ PERCENTILES: tuple[tuple[str, float], ...] = (
 def quantile_ci_ranks(n: int, q: float, confidence: float = CONFIDENCE) -> tuple[int, int] | None:
     """1-based ranks (l, u) with P(x_(l) <= quantile_q < x_(u)) >= ``confidence``, or None when
     ``n`` samples are too few for such an interval (e.g. p99 needs a few hundred)."""
-    from scipy.stats import binom
-
     alpha = 1.0 - confidence
     low = int(binom.ppf(alpha / 2, n, q))          # smallest k with F(k) >= alpha/2
     high = int(binom.ppf(1 - alpha / 2, n, q)) + 1  # F(high - 1) >= 1 - alpha/2
@@ -35,23 +42,74 @@ def quantile_ci_ranks(n: int, q: float, confidence: float = CONFIDENCE) -> tuple
     return low, high
 
 
-def quantile_ci(sorted_samples: np.ndarray, q: float,
+# Lags beyond this are not summed: it bounds the cost on long runs, and a correlation still
+# positive that far out means the run is not stationary, which halves_agree() reports.
+_MAX_LAG = 200
+
+
+def autocorrelation_time(samples: np.ndarray, threshold: float) -> float:
+    """tau of the indicator series 1[x_t <= threshold], in the order the samples were taken:
+    1 + 2 * (sum of autocorrelations up to the first non-positive one)."""
+    indicator = (samples <= threshold).astype(np.float64)
+    indicator -= indicator.mean()
+    variance = float(np.mean(indicator * indicator))
+    if variance == 0.0:
+        return 1.0
+    tau = 1.0
+    for lag in range(1, min(_MAX_LAG, len(indicator) // 4)):
+        rho = float(np.mean(indicator[:-lag] * indicator[lag:])) / variance
+        if rho <= 0.0:
+            break
+        tau += 2.0 * rho
+    return tau
+
+
+def quantile_ci(samples: Sequence[float] | np.ndarray, q: float,
                 confidence: float = CONFIDENCE) -> tuple[float, float] | None:
-    ranks = quantile_ci_ranks(len(sorted_samples), q, confidence)
+    """95% CI of the q-quantile of ``samples`` (in the order taken), allowing for their
+    autocorrelation; None when too few (effective) samples support one."""
+    data = np.asarray(samples, dtype=np.float64)
+    ordered = np.sort(data)
+    n = len(ordered)
+    if n < 2:
+        return None
+    tau = autocorrelation_time(data, float(np.quantile(ordered, q)))
+    effective = max(1, int(n / tau))
+    ranks = quantile_ci_ranks(effective, q, confidence)
     if ranks is None:
         return None
-    return float(sorted_samples[ranks[0] - 1]), float(sorted_samples[ranks[1] - 1])
+    # Back to ranks of the full sample, rounding outwards so the interval never shrinks.
+    scale = n / effective
+    low = max(1, math.floor(ranks[0] * scale - (scale - 1)))
+    high = min(n, math.ceil(ranks[1] * scale))
+    return float(ordered[low - 1]), float(ordered[high - 1])
 
 
 def median_rel_halfwidth(samples: Sequence[float] | np.ndarray) -> float:
     """The larger distance from the median to an end of its 95% CI, relative to the median;
     infinity while there are too few samples for a CI."""
-    data = np.sort(np.asarray(samples, dtype=np.float64))
+    data = np.asarray(samples, dtype=np.float64)
     ci = quantile_ci(data, 0.5)
     median = float(np.median(data)) if len(data) else 0.0
     if ci is None or median <= 0:
         return float("inf")
     return max(median - ci[0], ci[1] - median) / median
+
+
+def halves_agree(samples: Sequence[float] | np.ndarray) -> bool:
+    """Whether the first and second half of a run have overlapping 95% CIs of their medians.
+
+    A run whose halves disagree was not stationary: the machine changed state inside it (another
+    tenant, clock or placement changes on a shared host). Its median CI describes neither state,
+    so the harness keeps measuring and records the run as non-stationary.
+    """
+    data = np.asarray(samples, dtype=np.float64)
+    half = len(data) // 2
+    first = quantile_ci(data[:half], 0.5)
+    second = quantile_ci(data[half:], 0.5)
+    if first is None or second is None:
+        return True  # too few samples to tell; the median CI itself is still wide then
+    return first[0] <= second[1] and second[0] <= first[1]
 
 
 @dataclass(frozen=True)
@@ -83,6 +141,7 @@ class LatencyStats:
     rel_ci: float
     target_rel_ci: float
     target_met: bool
+    stationary: bool
     warmup_iters: int = 0
     warmup_seconds: float = 0.0
     first_call_ms: float = float("nan")
@@ -104,9 +163,9 @@ def summarize(samples_ms: Sequence[float], *, seconds: float, target_rel_ci: flo
     data = np.asarray(samples_ms, dtype=np.float64)
     ordered = np.sort(data)
     values = {name: float(np.quantile(ordered, q)) for name, q in PERCENTILES}
-    cis = {name: quantile_ci(ordered, q) for name, q in PERCENTILES}
+    cis = {name: quantile_ci(data, q) for name, q in PERCENTILES}
     q25, q75 = np.quantile(ordered, [0.25, 0.75])
-    rel_ci = median_rel_halfwidth(ordered)
+    rel_ci = median_rel_halfwidth(data)
     return LatencyStats(
         n=len(data), seconds=seconds,
         p50_ms=values["p50"], p90_ms=values["p90"], p95_ms=values["p95"], p99_ms=values["p99"],
@@ -116,6 +175,7 @@ def summarize(samples_ms: Sequence[float], *, seconds: float, target_rel_ci: flo
         mean_ms=float(data.mean()), std_ms=float(data.std(ddof=1)) if len(data) > 1 else 0.0,
         min_ms=float(ordered[0]), max_ms=float(ordered[-1]), iqr_ms=float(q75 - q25),
         rel_ci=rel_ci, target_rel_ci=target_rel_ci, target_met=rel_ci <= target_rel_ci,
+        stationary=halves_agree(data),
         warmup_iters=warmup_iters, warmup_seconds=warmup_seconds, first_call_ms=first_call_ms,
         timer_overhead_ns=timer_overhead_ns, samples_ms=[float(v) for v in data],
     )

@@ -14,6 +14,7 @@ from dse.measure.telemetry.derived import (
     energy_metrics,
     fraction_true,
     integrate_power,
+    power_energy,
     window_indices,
 )
 
@@ -118,3 +119,18 @@ def test_window_indices_refuses_readings_that_miss_an_edge() -> None:
         window_indices([2.5, 4.5], window)
     with pytest.raises(TelemetryGapError, match="no valid reading among 2"):
         window_indices([1.0, 5.0], window, [False, False])
+
+
+def test_power_energy_integrates_only_the_bracketing_readings() -> None:
+    window = Window(start=1.0, end=3.0, inferences=4)
+    # Readings 1-3 s bracket the window (0 s and 4 s are outside it): 1 x (20 + 40) / 2 +
+    # 1 x (40 + 20) / 2 = 60 J over 2 s, 15 J = 15000 mJ per inference.
+    result = power_energy([0.0, 1.0, 2.0, 3.0, 4.0], [100.0, 20.0, 40.0, 20.0, 100.0], window)
+    assert result.metrics == {"energy_per_inference_mj": 15000.0, "power_mean_w": 30.0}
+    # A failed reading at the end widens the bracket to the next valid one (4 s), and the NaN is
+    # bridged: 1 x (20 + 40) / 2 + 2 x (40 + 100) / 2 = 170 J over 3 s.
+    result = power_energy([0.0, 1.0, 2.0, 3.0, 4.0], [100.0, 20.0, 40.0, NAN, 100.0], window)
+    assert result.metrics["power_mean_w"] == pytest.approx(170.0 / 3)
+    assert result.metrics["energy_per_inference_mj"] == pytest.approx(170.0 / 4 * 1000)
+    with pytest.raises(TelemetryGapError, match="do not bracket the window"):
+        power_energy([1.5, 4.0], [10.0, 10.0], window)

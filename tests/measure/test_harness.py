@@ -98,3 +98,20 @@ def test_offline_surfaces_errors() -> None:
 
     with pytest.raises(MeasurementError, match="device lost"):
         measure_offline(boom, batch_size=1, concurrency=2, seconds=0.05)
+
+
+def test_keeps_measuring_while_the_machine_changes_state() -> None:
+    timed = [0]
+    opened = [False]
+
+    def work() -> None:
+        # Three times slower after the 25th timed call, like a neighbour waking up on a shared
+        # host; without the stationarity check the run would stop at its first check (n=40).
+        if opened[0]:
+            timed[0] += 1
+        _spin(0.2 if timed[0] <= 25 else 0.6)
+
+    stats = measure_latency(work, min_iters=40, min_seconds=0.0, max_seconds=2.0,
+                            on_window=lambda opening: opened.__setitem__(0, opening))
+    assert stats.n >= 80
+    assert stats.p50_ms >= 0.55  # the state it settled in, not a mixture

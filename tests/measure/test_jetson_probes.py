@@ -60,6 +60,9 @@ def test_orin_power_life_cycle(tmp_path: Path) -> None:
     assert trace.channels["power.VDD_IN"] == [5.0, 10.0]
     assert trace.channels["power.VDD_SOC"] == [1.5, 1.5]
     assert trace.units["power.VDD_IN"] == "W"
+    # Energy comes from the readings that bracket the window (derived.window_indices); the start
+    # and stop readings carry wall-clock stamps, so put them at this window's edges.
+    trace.timestamps[:] = [100.0, 102.0]
     result = probe.summarize(trace, Window(start=100.0, end=102.0, inferences=50))
     # Trapezoid over two readings: (5 + 10) / 2 W; 7.5 W x 2 s / 50 inferences = 0.3 J.
     assert result.metrics == {"power_mean_w": pytest.approx(7.5),
@@ -80,6 +83,7 @@ def test_xavier_power_sums_its_rails(tmp_path: Path) -> None:
     trace = probe.stop()
     # 0 + 0.311 + 1.243 + 0 + 0.155 + 1.577 = 3.286 W at start, 8.286 W at stop.
     assert trace.channels["power.total"] == pytest.approx([3.286, 8.286])
+    trace.timestamps[:] = [0.0, 4.0]  # the start and stop readings at the window's edges
     result = probe.summarize(trace, Window(start=0.0, end=4.0, inferences=1000))
     assert result.metrics["power_mean_w"] == pytest.approx(5.786)
     assert result.metrics["energy_per_inference_mj"] == pytest.approx(5.786 * 4 / 1000 * 1e3)
@@ -148,8 +152,12 @@ def test_one_reading_is_not_a_mean(tmp_path: Path) -> None:
     probe = JetsonPowerProbe(tree("orin-jp6", tmp_path))
     trace = Trace("jetson_power", timestamps=[0.0, 1.0], channels={"power.total": [5.0, math.nan]})
     result = probe.summarize(trace, Window(0.0, 1.0, 1))
+    # The only valid reading is at the start, none at or after the end: the window is not
+    # bracketed, and the gap is the reason (derived's rule for energy and mean power).
     assert result.missing["power_mean_w"] == (
-        "1 valid reading(s) of power.total in the window; a time-weighted mean needs two")
+        "power.total: the valid readings do not bracket the window: the first is +0.000000 s from "
+        "its start and the last -1.000000 s from its end (need <= 0 and >= 0)")
+    assert result.missing["energy_per_inference_mj"] == result.missing["power_mean_w"]
 
 
 def test_no_rail_at_all_is_missing_with_its_reason(tmp_path: Path) -> None:
@@ -227,3 +235,48 @@ def test_provenance_of_the_board(tmp_path: Path) -> None:
     assert l4t_release(tmp_path) is None and power_mode(tmp_path) is None
     assert parse_nvpmodel_query("NV Power Mode: MAXN\n0\n") == "MAXN"
     assert parse_nvpmodel_query("NVPM ERROR: failed to read") is None
+
+
+def test_power_units_and_provenance(tmp_path: Path) -> None:
+    root = tree("orin-jp6", tmp_path)
+    probe = JetsonPowerProbe(root, interval_s=NEVER)
+    probe.start()
+    write(root, "sys/class/hwmon/hwmon0/oc1_event_cnt", 2)
+    write(root, f"{ORIN_INA}/curr1_crit_alarm", 1)
+    trace = probe.stop()
+    assert trace.units["power.total"] == "W" and trace.units["power.VDD_SOC"] == "W"
+    assert trace.units["oc_count.oc1_event_cnt"] == "count"
+    assert trace.units["oc_alarm.VDD_IN.crit"] == "flag"
+    assert set(trace.units) == set(trace.channels)
+    # Zero counts (oc2, oc3, the other alarms) are left out.
+    assert probe.provenance(trace) == {"total_source": "rail VDD_IN (module input)",
+                                       "overcurrent.oc1_event_cnt": "2",
+                                       "overcurrent.VDD_IN.crit": "1"}
+
+
+def test_xavier_power_provenance_has_no_overcurrent(tmp_path: Path) -> None:
+    probe = JetsonPowerProbe(tree("xavier-jp4", tmp_path), interval_s=NEVER)
+    probe.start()
+    assert probe.provenance(probe.stop()) == {"total_source": probe.total_source}
+
+
+def test_clocks_units_and_provenance(tmp_path: Path) -> None:
+    orin = JetsonClocksProbe(tree("orin-jp6", tmp_path), interval_s=NEVER)
+    orin.start()
+    trace = orin.stop()
+    assert set(trace.channels) <= set(trace.units)
+    assert trace.units["cpu1.max_mhz"] == "MHz" and trace.units["gpu.mhz"] == "MHz"
+    assert orin.provenance(trace) == {"clock_source": "GPU devfreq 17000000.gpu",
+                                      "note.emc.mhz": orin.notes["emc.mhz"]}
+    xavier = JetsonClocksProbe(tree("xavier-jp4", tmp_path), interval_s=NEVER)
+    xavier.start()
+    assert xavier.provenance(xavier.stop()) == {"clock_source": "GPU devfreq 17000000.gv11b"}
+
+
+def test_clock_above_its_maximum_is_not_clipped(tmp_path: Path) -> None:
+    root = tree("orin-jp6", tmp_path)
+    write(root, "sys/class/devfreq/17000000.gpu/cur_freq", 1122000000)  # 1122 MHz, max 1020 MHz
+    probe = JetsonClocksProbe(root, interval_s=NEVER)
+    probe.start()
+    result = probe.summarize(probe.stop(), Window(0.0, 1.0, 1))
+    assert result.metrics["clock_drop_pct"] == pytest.approx(-10.0)  # 100 x (1 - 1122 / 1020)

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from dse.measure.telemetry.base import PROBES, Trace, Window
-from dse.measure.telemetry.nvml import NvmlProbe, integrated_power_w
+from dse.measure.telemetry.derived import power_energy
+from dse.measure.telemetry.nvml import NvmlProbe
 from dse.measure.telemetry.nvml_throttle import (
     FALLBACK_BITS,
     THROTTLING_REASONS,
@@ -401,15 +402,83 @@ def test_real_gpu_counter_and_integrated_power_agree() -> None:
     done = _matmul_for(2.0, torch, a)
     end = time.time()
     trace = probe.stop()
-    result = probe.summarize(trace, Window(start, end, inferences=done))
+    window = Window(start, end, inferences=done)
+    result = probe.summarize(trace, window)
 
     assert len(trace.timestamps) > 10
     assert min(p for p in trace.channels["power_w"] if math.isfinite(p)) > 0
     if probe.last_energy_source != "energy_counter":
         pytest.skip(f"GPU {probe.index} gave no usable energy counter: {result.missing}")
-    integrated = integrated_power_w(trace.timestamps, trace.channels["power_w"])
-    assert integrated is not None
-    from_power = integrated * (end - start) * 1000.0 / done
+    from_power = power_energy(trace.timestamps, trace.channels["power_w"], window).metrics[
+        "energy_per_inference_mj"]
     assert result.metrics["energy_per_inference_mj"] == pytest.approx(from_power, rel=0.10)
     assert 0.0 <= result.metrics["throttled_fraction"] <= 1.0
     assert result.metrics["temperature_peak_c"] > 0
+
+
+# -- project rules (derived.py) and provenance ---------------------------------------------------------
+
+
+def test_energy_comes_from_the_readings_that_bracket_the_window() -> None:
+    replay = NvmlReplay("h100_counter.json")
+    probe = opened(replay)
+    # The first second of a two-second trace: the readings at 0.0-1.0 s bracket it. The counter
+    # changes at 0.2, 0.4, ..., 1.0 s (five times); from its first change to its last it gains four
+    # 60 J refreshes in 0.8 s: 300 W, so 300 J in the 1 s window, 3000 mJ for each of 100 inferences.
+    # (The whole trace would say 640 J / 1.8 s = 355.6 W.)
+    result = probe.summarize(replay_trace(probe, replay), Window(0.0, 1.0, inferences=100))
+    assert probe.last_energy_source == "energy_counter"
+    assert result.metrics["power_mean_w"] == pytest.approx(300.0)
+    assert result.metrics["energy_per_inference_mj"] == pytest.approx(3000.0)
+
+
+def test_integrated_power_uses_only_the_bracketing_readings() -> None:
+    replay = NvmlReplay("p100_no_counter.json")
+    probe = opened(replay)
+    result = probe.summarize(replay_trace(probe, replay), Window(0.1, 0.3, inferences=2))
+    # Readings at 0.1, 0.2, 0.3 s: 0.1 x (150 + 250) / 2 + 0.1 x (250 + 250) / 2 = 45 J over 0.2 s.
+    assert result.metrics["power_mean_w"] == pytest.approx(225.0)
+    assert result.metrics["energy_per_inference_mj"] == pytest.approx(45.0 / 2 * 1000)
+
+
+def test_a_window_the_readings_do_not_bracket_has_no_energy() -> None:
+    replay = NvmlReplay("h100_counter.json")
+    probe = opened(replay)
+    result = probe.summarize(replay_trace(probe, replay), Window(-1.0, 2.0, inferences=10))
+    assert probe.last_energy_source == ""
+    reason = result.missing["power_mean_w"]
+    assert reason.startswith("energy_mj: the valid readings do not bracket the window")
+    assert ", and power_w: the valid readings do not bracket the window" in reason
+    assert result.missing["energy_per_inference_mj"] == reason
+    assert result.missing["throttled_fraction"].startswith(
+        "clock_event_reasons: no valid reading at or before the window start")
+
+
+def test_clock_above_its_maximum_is_a_negative_drop() -> None:
+    replay = NvmlReplay("p100_no_counter.json")
+    replay.max_sm_clock_mhz = 1200  # the readings say 1328 MHz
+    probe = opened(replay)
+    result = probe.summarize(replay_trace(probe, replay), Window(0.0, 0.5, inferences=10))
+    assert result.metrics["clock_drop_pct"] == pytest.approx(100 * (1 - 1328 / 1200))  # -10.7 %
+
+
+def test_provenance_names_the_energy_source_and_the_reasons_seen() -> None:
+    replay = NvmlReplay("h100_counter.json")
+    probe = opened(replay)
+    trace = replay_trace(probe, replay)
+    probe.summarize(trace, Window(0.0, 2.0, inferences=1000))
+    # Masks 1 (idle), 4 (power cap) and 36 (power cap + software thermal) were seen.
+    assert probe.provenance(trace) == {
+        "energy_source": "energy_counter",
+        "clock_event_reasons": "gpu_idle,sw_power_cap,sw_thermal_slowdown"}
+
+
+def test_provenance_without_throttling_or_energy() -> None:
+    replay = NvmlReplay("p100_no_counter.json")
+    probe = opened(replay)
+    trace = replay_trace(probe, replay)
+    probe.summarize(trace, Window(0.0, 0.5, inferences=10))
+    # Only the idle bit: not throttling, so no reasons are recorded.
+    assert probe.provenance(trace) == {"energy_source": "integrated_power"}
+    probe.summarize(trace, Window(-1.0, 0.5, inferences=10))
+    assert probe.provenance(trace) == {}

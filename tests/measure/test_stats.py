@@ -28,7 +28,7 @@ def test_ranks_cover_at_least_95_percent(n: int, q: float) -> None:
 def test_too_few_samples_give_no_interval() -> None:
     assert quantile_ci_ranks(5, 0.5) is None
     assert quantile_ci_ranks(100, 0.99) is None
-    stats = summarize(list(np.linspace(1, 2, 100)), seconds=1.0)
+    stats = summarize(list(np.random.default_rng(6).uniform(1, 2, 100)), seconds=1.0)
     assert stats.p50_ci_ms is not None
     assert stats.p99_ci_ms is None
 
@@ -59,3 +59,53 @@ def test_drift_compares_last_tenth_to_first() -> None:
     assert drift_pct([1.0] * 10 + [1.5] * 80 + [1.1] * 10) == pytest.approx(10.0)
     with pytest.raises(MeasurementError):
         drift_pct([1.0] * 5)
+
+
+def test_a_run_that_changed_state_is_not_stationary() -> None:
+    rng = np.random.default_rng(2)
+    steady = list(rng.normal(1.0, 0.01, 400))
+    shifted = list(rng.normal(1.0, 0.01, 200)) + list(rng.normal(1.5, 0.01, 200))
+    assert summarize(steady, seconds=1.0).stationary
+    assert not summarize(shifted, seconds=1.0).stationary
+
+
+def test_independent_samples_keep_the_textbook_interval() -> None:
+    from dse.measure.stats import autocorrelation_time, quantile_ci
+
+    data = np.random.default_rng(4).exponential(1.0, 400)
+    assert autocorrelation_time(data, float(np.median(data))) < 1.3
+    ranks = quantile_ci_ranks(400, 0.5)
+    assert ranks is not None
+    ordered = np.sort(data)
+    textbook = (ordered[ranks[0] - 1], ordered[ranks[1] - 1])
+    ci = quantile_ci(data, 0.5)
+    assert ci is not None
+    # no wider than the textbook interval plus the little the rank rounding adds
+    assert ci[0] >= ordered[max(0, ranks[0] - 12)] and ci[1] <= ordered[min(399, ranks[1] + 12)]
+    assert ci[0] <= textbook[0] and ci[1] >= textbook[1]
+
+
+def test_correlated_samples_widen_the_interval_and_keep_coverage() -> None:
+    from dse.measure.stats import autocorrelation_time, quantile_ci
+
+    rng = np.random.default_rng(5)
+    hits = 0
+    widths_iid, widths_ar = [], []
+    for _ in range(300):
+        # AR(1) noise around 1.0: runs of slow and fast calls, as on a busy machine
+        noise = np.empty(300)
+        noise[0] = rng.normal()
+        for t in range(1, 300):
+            noise[t] = 0.8 * noise[t - 1] + rng.normal() * 0.6
+        data = 1.0 + 0.01 * noise
+        ci = quantile_ci(data, 0.5)
+        assert ci is not None
+        hits += ci[0] <= 1.0 <= ci[1]
+        widths_ar.append(ci[1] - ci[0])
+        shuffled = rng.permutation(data)
+        iid = quantile_ci(shuffled, 0.5)
+        assert iid is not None
+        widths_iid.append(iid[1] - iid[0])
+    assert autocorrelation_time(data, float(np.median(data))) > 3
+    assert np.mean(widths_ar) > 1.8 * np.mean(widths_iid)
+    assert hits / 300 >= 0.90

@@ -38,6 +38,16 @@ def test_campaign_measures_reports_and_resumes(tiny_campaign: Path) -> None:
     for number in measured["trial"]:
         assert (result.run_dir / "samples" / f"trial-{number:05d}.npz").is_file()
 
+    # Power and thermal metrics are measured where the host has the sensors, else missing with
+    # the reason (this VM has no RAPL, thermal zones or cpufreq); never a made-up number.
+    for name in ["energy_per_inference_mj", "power_mean_w", "temperature_peak_c",
+                 "clock_drop_pct", "throttled_fraction"]:
+        column = metric(name).column
+        for _, row in done.iterrows():
+            measured = column in done.columns and row[column] == row[column]
+            assert measured or f"{name}: " in row["missing"], (name, row["missing"])
+    assert done[metric("latency_p50_ci_low_ms").column].le(done[metric("latency_p50_ms").column]).all()
+
     # Provenance says where and when each measurement ran, and at normal priority.
     study = optuna.load_study(study_name="tiny-campaign",
                               storage=f"sqlite:///{result.run_dir / 'study.db'}")
@@ -45,6 +55,8 @@ def test_campaign_measures_reports_and_resumes(tiny_campaign: Path) -> None:
     assert first["niceness"] == "0"
     assert float(first["window_start"]) < float(first["window_end"])
     assert first["device_profile"] == "local-cpu"
+    assert first["kernel"] and first["version_onnxruntime"]
+    assert first["target_met"] in ("True", "False")
 
     # Raising the budget resumes: the earlier trials are kept as they were, two new ones are added.
     tiny_campaign.write_text(tiny_experiment_text(6))

@@ -5,6 +5,24 @@ is skipped. When the readings cannot support a figure (too few of them, a gap at
 edge, a counter that went backwards with no known wrap), :class:`TelemetryGapError` says why in
 words fit for ``ProbeResult.missing``; nothing is interpolated or extrapolated to fill the gap.
 Plain ``ValueError`` is kept for calling mistakes (sequences of different lengths).
+
+Project rules, the same for every probe (CPU, NVML, Jetson, tegrastats):
+
+* **Energy and mean power come from the readings that bracket the window** (:func:`window_indices`),
+  never from the whole trace. The energy is what those readings show — a counter's advance
+  (:func:`counter_delta`) or the integral of a power channel (:func:`power_energy`) — and the mean
+  power is that energy over the time the readings span (:func:`energy_metrics` with ``seconds``).
+  A window without bracketing readings has no energy figure: the metrics are missing with the
+  :class:`TelemetryGapError` message as the reason.
+* **Clock drop is not clipped** (:func:`clock_drop_pct`): a clock read above its stated maximum
+  gives a negative drop, which is what was read. It is the plain mean of the valid readings (the
+  sampler reads at a fixed interval), against the highest maximum the probe knows.
+* **A boolean state holds until the next valid reading** (:func:`fraction_true`); the fraction is
+  of the window's length.
+
+Source-specific rules stay with their probe and reuse these functions for the arithmetic: NVML's
+energy counter, trusted only after enough changes and read between its first and last change, is
+in :mod:`~dse.measure.telemetry.nvml`.
 """
 
 from __future__ import annotations
@@ -95,6 +113,20 @@ def integrate_power(timestamps: Sequence[float], watts: Sequence[float]) -> floa
             raise ValueError(f"timestamps go backwards: {t0} then {t1}")
         joules += (t1 - t0) * (w0 + w1) / 2
     return joules
+
+
+def power_energy(timestamps: Sequence[float], watts: Sequence[float], window: Window) -> ProbeResult:
+    """``energy_per_inference_mj`` and ``power_mean_w`` of a power channel over ``window``.
+
+    The trapezoid over the valid readings that bracket the window (:func:`window_indices`), and
+    its mean power over the span of those readings. Raises :class:`TelemetryGapError` when the
+    valid readings do not bracket the window.
+    """
+    if len(timestamps) != len(watts):
+        raise ValueError(f"{len(timestamps)} timestamps but {len(watts)} power readings")
+    rows = window_indices(timestamps, window, [math.isfinite(w) for w in watts])
+    joules = integrate_power([timestamps[i] for i in rows], [watts[i] for i in rows])
+    return energy_metrics(joules, window, seconds=timestamps[rows[-1]] - timestamps[rows[0]])
 
 
 def energy_metrics(joules: float, window: Window, seconds: float | None = None) -> ProbeResult:

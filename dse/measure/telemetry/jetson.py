@@ -6,10 +6,8 @@ The probes themselves live in :mod:`~dse.measure.telemetry.jetson_power` (INA322
 
 Every path is read relative to a ``root`` so tests can point the code at fixture trees in the real
 layouts. Nothing here invents a value: an unreadable file is ``None``/NaN, and callers turn that
-into a missing metric with its reason.
-
-The time weighting below is a private stand-in for ``dse.measure.telemetry.derived``
-(``integrate_power``, ``energy_metrics``); switch to it once that module exists.
+into a missing metric with its reason. The maths (energy, clock drop) is
+:mod:`~dse.measure.telemetry.derived`'s, under the project rules stated there.
 """
 
 from __future__ import annotations
@@ -17,10 +15,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from itertools import pairwise
 from pathlib import Path
 
 from dse.measure.telemetry.base import ProbeResult, Trace, Window
+from dse.measure.telemetry.derived import TelemetryGapError, power_energy
 
 #: Rails that measure the whole module's input. Where one exists it *is* the board power; the other
 #: rails are downstream of it and adding them would count their power twice.
@@ -81,45 +79,22 @@ def is_real_temperature(zone: str, celsius: float) -> bool:
     return not any(mark in zone.lower() for mark in _NOT_A_SENSOR)
 
 
-def time_weighted_mean(timestamps: Sequence[float], values: Sequence[float]) -> float | None:
-    """Trapezoidal time-weighted mean of a sampled signal; NaN readings are skipped (the signal is
-    interpolated across them). None with fewer than two finite readings: one reading says nothing
-    about how long the value held."""
-    if not values:
-        return None
-    points = [(t, v) for t, v in zip(timestamps, values, strict=True) if math.isfinite(v)]
-    if len(points) < 2:
-        return None
-    span = points[-1][0] - points[0][0]
-    if span <= 0:
-        # Readings at one instant (a clock with coarse resolution): no time to weight by.
-        return sum(v for _, v in points) / len(points)
-    area = sum((t1 - t0) * (v0 + v1) / 2 for (t0, v0), (t1, v1) in pairwise(points))
-    return area / span
-
-
 def power_result(trace: Trace, window: Window, channel: str, why_absent: str | None) -> ProbeResult:
     """``power_mean_w`` and ``energy_per_inference_mj`` from the board-power channel of a trace.
 
-    There is no energy counter on a Jetson, so the energy of the window is the time-weighted mean
-    power times the window's length. ``why_absent`` is the reason the probe could not build the
-    channel at all (None when it could).
+    There is no energy counter on a Jetson: the energy is the integral of the board power over the
+    readings that bracket the window (:func:`~dse.measure.telemetry.derived.power_energy`).
+    ``why_absent`` is the reason the probe could not build the channel at all (None when it could);
+    a window the readings do not bracket is missing with that gap as the reason.
     """
     names = ("power_mean_w", "energy_per_inference_mj")
     if why_absent is not None:
         return ProbeResult(missing=dict.fromkeys(names, why_absent))
-    values = trace.channels.get(channel, [])
-    mean = time_weighted_mean(trace.timestamps, values) if values else None
-    if mean is None:
-        valid = sum(1 for v in values if math.isfinite(v))
-        why = f"{valid} valid reading(s) of {channel} in the window; a time-weighted mean needs two"
-        return ProbeResult(missing=dict.fromkeys(names, why))
-    result = ProbeResult(metrics={"power_mean_w": mean})
-    if window.inferences <= 0:
-        result.missing["energy_per_inference_mj"] = f"no inference in the window ({window.inferences=})"
-    else:
-        result.metrics["energy_per_inference_mj"] = mean * window.seconds / window.inferences * 1e3
-    return result
+    values = trace.channels.get(channel, [math.nan] * len(trace.timestamps))
+    try:
+        return power_energy(trace.timestamps, values, window)
+    except TelemetryGapError as gap:
+        return ProbeResult(missing=dict.fromkeys(names, f"{channel}: {gap}"))
 
 
 def peak_temperature(trace: Trace, channels: Iterable[str]) -> float | None:

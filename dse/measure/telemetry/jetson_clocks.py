@@ -15,7 +15,8 @@ Sources (paths relative to ``root``; layouts common to L4T r32, r35 and r36 unle
 * Thermal: ``sys/class/thermal/thermal_zone<N>/type`` and ``temp`` (m°C).
 
 ``clock_drop_pct`` uses the GPU clock where the GPU devfreq node exists (the compute clock of a
-model on the GPU), else the mean over the CPUs of each CPU's drop against its own maximum.
+model on the GPU), else the mean over the CPUs of each CPU's drop against its own maximum; each
+drop is :func:`~dse.measure.telemetry.derived.clock_drop_pct` (mean of the readings, not clipped).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from dse.measure.telemetry.base import Probe, ProbeResult, Trace, Window, register_probe
-from dse.measure.telemetry.jetson import peak_temperature, read_number, read_text, time_weighted_mean
+from dse.measure.telemetry.derived import TelemetryGapError, clock_drop_pct
+from dse.measure.telemetry.jetson import peak_temperature, read_number, read_text
 
 #: Devfreq nodes of Jetson GPUs (see the module docstring): the Tegra GPU's bus address or its core
 #: name. A bare "gpu" would also match other SoCs' GPUs (Mali "ff9a0000.gpu").
@@ -91,11 +93,18 @@ class JetsonClocksProbe(Probe):
             return False, f"no cpufreq, GPU devfreq or thermal zone under {self.root / 'sys'}"
         return True, ""
 
-    def start(self) -> None:
-        super().start()
+    def channel_units(self) -> dict[str, str]:
+        units = dict(self.units)
         for n in self._cpus:
-            self._trace.units.update({f"cpu{n}.mhz": "MHz", f"cpu{n}.max_mhz": "MHz"})
-        self._trace.units.update(dict.fromkeys(self._zones, "°C"))
+            units.update({f"cpu{n}.mhz": "MHz", f"cpu{n}.max_mhz": "MHz"})
+        units.update(dict.fromkeys(self._zones, "°C"))
+        return units
+
+    def provenance(self, trace: Trace) -> dict[str, str]:
+        """``clock_source`` (the clock ``clock_drop_pct`` describes) and ``note.<channel>`` for
+        each channel this probe could not read here (see :attr:`notes`)."""
+        return {"clock_source": self.clock_source,
+                **{f"note.{channel}": why for channel, why in self.notes.items()}}
 
     def read(self) -> dict[str, float]:
         reading: dict[str, float] = {}
@@ -132,21 +141,28 @@ class JetsonClocksProbe(Probe):
     def _clock_drop(self, trace: Trace) -> float | str:
         """The drop in percent, or why it cannot be computed."""
         if self.gpu_node is not None:
-            ratio = _clock_ratio(trace, "gpu")
-            return 100 * (1 - ratio) if ratio is not None else f"fewer than two readings of {self.gpu_node}"
+            try:
+                return _drop(trace, "gpu")
+            except TelemetryGapError as gap:
+                return f"{self.gpu_node}: {gap}"
         if not self._cpus:
             return f"no GPU devfreq node and no cpufreq under {self.root / 'sys/devices/system/cpu'}"
-        ratios = [r for r in (_clock_ratio(trace, f"cpu{n}") for n in self._cpus) if r is not None]
-        if not ratios:
-            return "fewer than two readings of any CPU's scaling_cur_freq"
-        return 100 * (1 - sum(ratios) / len(ratios))
+        drops: list[float] = []
+        gaps: list[str] = []
+        for n in self._cpus:
+            try:
+                drops.append(_drop(trace, f"cpu{n}"))
+            except TelemetryGapError as gap:
+                gaps.append(f"cpu{n}: {gap}")
+        if not drops:
+            return "; ".join(gaps)
+        # A CPU that failed every reading is left out: the others' clocks were still measured.
+        return sum(drops) / len(drops)
 
 
-def _clock_ratio(trace: Trace, domain: str) -> float | None:
-    """Time-weighted mean clock over the highest maximum seen in the window (a cap lowered
-    mid-window must not make a slower clock look unthrottled)."""
-    mean = time_weighted_mean(trace.timestamps, trace.channels.get(f"{domain}.mhz", []))
-    peaks = [v for v in trace.channels.get(f"{domain}.max_mhz", []) if math.isfinite(v) and v > 0]
-    if mean is None or not peaks:
-        return None
-    return mean / max(peaks)
+def _drop(trace: Trace, domain: str) -> float:
+    """``clock_drop_pct`` of one clock domain against the highest maximum seen in the trace (a cap
+    lowered mid-window must not make a slower clock look unthrottled)."""
+    maxima = [v for v in trace.channels.get(f"{domain}.max_mhz", []) if math.isfinite(v) and v > 0]
+    clocks = trace.channels.get(f"{domain}.mhz", [])
+    return clock_drop_pct(clocks, max(maxima, default=math.nan))

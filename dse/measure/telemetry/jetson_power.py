@@ -17,7 +17,7 @@ connected rails (AGX Xavier, AGX Orin); :attr:`JetsonPowerProbe.total_source` sa
 
 Over-current counters: on Orin (L4T r35/r36) the SoC's over-current throttling counts its events in
 ``sys/class/hwmon/hwmon*/oc<N>_event_cnt`` (the hwmon named ``soctherm_oc``). They are not metrics;
-:func:`overcurrent_events` extracts them from a trace for the measurement's provenance.
+:func:`overcurrent_events` extracts them from a trace for the probe's ``provenance``.
 """
 
 from __future__ import annotations
@@ -130,8 +130,8 @@ def overcurrent_events(trace: Trace) -> dict[str, int]:
 class JetsonPowerProbe(Probe):
     """Per-rail power (``power.<rail>``, W) and board power (``power.total``, W) of a Jetson.
 
-    Summarizes to ``power_mean_w`` (time-weighted mean of the board power) and
-    ``energy_per_inference_mj`` (that mean times the window length, per inference).
+    Summarizes to ``energy_per_inference_mj`` (the board power integrated over the readings that
+    bracket the window, per inference) and ``power_mean_w`` (that energy over those readings' span).
     """
 
     name = "jetson_power"
@@ -163,11 +163,11 @@ class JetsonPowerProbe(Probe):
                            "files absent or permission denied")
         return True, ""
 
-    def start(self) -> None:
-        super().start()
-        self._trace.units.update({f"power.{r.name}": "W" for r in self._readable})
-        self._trace.units.update({name: "count" if name.startswith("oc_count.") else "flag"
-                                  for name in self._overcurrent})
+    def channel_units(self) -> dict[str, str]:
+        units = {TOTAL: "W", **{f"power.{r.name}": "W" for r in self._readable}}
+        units.update({name: "count" if name.startswith("oc_count.") else "flag"
+                      for name in self._overcurrent})
+        return units
 
     def read(self) -> dict[str, float]:
         reading = {f"power.{r.name}": r.watts() for r in self._readable}
@@ -178,3 +178,11 @@ class JetsonPowerProbe(Probe):
 
     def summarize(self, trace: Trace, window: Window) -> ProbeResult:
         return power_result(trace, window, TOTAL, self._total_problem)
+
+    def provenance(self, trace: Trace) -> dict[str, str]:
+        """``total_source`` (which rails make the board power) and ``overcurrent.<name>``, the
+        count of each over-current event or alarm seen in the trace, where it is not zero."""
+        facts = {"total_source": self.total_source}
+        facts.update({f"overcurrent.{name}": str(count)
+                      for name, count in overcurrent_events(trace).items() if count})
+        return facts

@@ -15,20 +15,31 @@ fastest-first order then falls back to PCI bus order).
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from itertools import pairwise
 from typing import Any, ClassVar
 
 from dse.measure.telemetry.base import Probe, ProbeResult, Trace, Window, register_probe
-from dse.measure.telemetry.nvml_throttle import throttling_mask
+from dse.measure.telemetry.derived import (
+    TelemetryGapError,
+    clock_drop_pct,
+    counter_delta,
+    energy_metrics,
+    fraction_true,
+    power_energy,
+    window_indices,
+)
+from dse.measure.telemetry.nvml_throttle import decode_clock_event_reasons, throttling_mask
 
 #: The counter must change at least this often in the trace before its difference is trusted: NVML
 #: refreshes it at a coarse rate, so a value read at time t is really the value of the last refresh.
 #: Taking the energy between the first and last *change* (not the first and last reading) removes that
 #: lag at both ends; three changes make the span at least two refresh periods long.
 MIN_COUNTER_CHANGES = 3
+
+_ENERGY_METRICS = ("power_mean_w", "energy_per_inference_mj")
 
 
 @register_probe("nvml")
@@ -37,7 +48,7 @@ class NvmlProbe(Probe):
 
     After ``summarize``, :attr:`last_energy_source` says where the energy figures came from:
     ``"energy_counter"`` (NVML's total-energy counter), ``"integrated_power"`` (trapezoid over the
-    power samples), or ``""`` (no energy figure); the worker records it in provenance.
+    power samples), or ``""`` (no energy figure); :meth:`provenance` reports it.
     """
 
     name = "nvml"
@@ -201,40 +212,45 @@ class NvmlProbe(Probe):
     # -- summary -----------------------------------------------------------------------------------
 
     def summarize(self, trace: Trace, window: Window) -> ProbeResult:
-        result = ProbeResult()
-        self.last_energy_source = ""
-        self._energy(trace, window, result)
+        result = self._energy(trace, window)
         self._peak("temperature_peak_c", "temperature_c", trace, result)
         self._peak("gpu_memory_used_peak_mb", "memory_used_mb", trace, result)
         self._clock_drop(trace, result)
-        fraction = throttled_fraction(trace.timestamps, trace.channels.get("clock_event_reasons", []),
-                                      throttling_mask())
-        if fraction is not None:
-            result.metrics["throttled_fraction"] = fraction
-        else:
-            result.missing["throttled_fraction"] = self._why_absent("clock_event_reasons")
+        self._throttled(trace, window, result)
         return result
 
-    def _energy(self, trace: Trace, window: Window, result: ProbeResult) -> None:
-        power_w = counter_power_w(trace.timestamps, trace.channels.get("energy_mj", []))
-        source = "energy_counter"
-        if power_w is None:
-            power_w = integrated_power_w(trace.timestamps, trace.channels.get("power_w", []))
-            source = "integrated_power"
-        if power_w is None:
-            counter = self._unsupported.get(
-                "energy_mj", f"the energy counter changed fewer than {MIN_COUNTER_CHANGES} times")
-            why = f"{counter}, and {self._why_absent('power_w')}"
-            result.missing["power_mean_w"] = result.missing["energy_per_inference_mj"] = why
-            return
-        self.last_energy_source = source
-        result.metrics["power_mean_w"] = power_w
-        if window.inferences <= 0:
-            result.missing["energy_per_inference_mj"] = "no inference was counted in the window"
-            return
-        # Mean power over the trace times the window's length: the trace overhangs the window by the
-        # probe's own start/stop, whose energy must not be charged to the inferences.
-        result.metrics["energy_per_inference_mj"] = power_w * window.seconds * 1000.0 / window.inferences
+    def provenance(self, trace: Trace) -> dict[str, str]:
+        """``energy_source`` (see :attr:`last_energy_source`) once ``summarize`` found one, and
+        ``clock_event_reasons``, every reason NVML gave in the trace, when one of them was throttling."""
+        facts: dict[str, str] = {}
+        if self.last_energy_source:
+            facts["energy_source"] = self.last_energy_source
+        seen = 0
+        for mask in trace.channels.get("clock_event_reasons", []):
+            if math.isfinite(mask):
+                seen |= int(mask)
+        if seen & throttling_mask():
+            facts["clock_event_reasons"] = ",".join(decode_clock_event_reasons(seen))
+        return facts
+
+    def _energy(self, trace: Trace, window: Window) -> ProbeResult:
+        """The counter when it can be trusted (:func:`counter_energy`), else integrated power."""
+        self.last_energy_source = ""
+        energy = self._channel(trace, "energy_mj")
+        try:
+            result = counter_energy(trace.timestamps, energy, window)
+        except TelemetryGapError as counter_gap:
+            counter_why = self._why_gap("energy_mj", energy, counter_gap)
+            power = self._channel(trace, "power_w")
+            try:
+                result = power_energy(trace.timestamps, power, window)
+            except TelemetryGapError as power_gap:
+                why = f"{counter_why}, and {self._why_gap('power_w', power, power_gap)}"
+                return ProbeResult(missing=dict.fromkeys(_ENERGY_METRICS, why))
+            self.last_energy_source = "integrated_power"
+            return result
+        self.last_energy_source = "energy_counter"
+        return result
 
     def _peak(self, metric: str, channel: str, trace: Trace, result: ProbeResult) -> None:
         values = finite(trace.channels.get(channel, []))
@@ -244,17 +260,40 @@ class NvmlProbe(Probe):
             result.missing[metric] = self._why_absent(channel)
 
     def _clock_drop(self, trace: Trace, result: ProbeResult) -> None:
-        clocks = finite(trace.channels.get("sm_clock_mhz", []))
         if "max_sm_clock_mhz" in self._unsupported:
             result.missing["clock_drop_pct"] = self._unsupported["max_sm_clock_mhz"]
-        elif not clocks or not self.max_sm_clock_mhz > 0:
-            result.missing["clock_drop_pct"] = self._why_absent("sm_clock_mhz")
-        else:
-            mean = sum(clocks) / len(clocks)
-            result.metrics["clock_drop_pct"] = max(0.0, (1.0 - mean / self.max_sm_clock_mhz) * 100.0)
+            return
+        clocks = self._channel(trace, "sm_clock_mhz")
+        try:
+            result.metrics["clock_drop_pct"] = clock_drop_pct(clocks, self.max_sm_clock_mhz)
+        except TelemetryGapError as gap:
+            result.missing["clock_drop_pct"] = self._why_gap("sm_clock_mhz", clocks, gap)
+
+    def _throttled(self, trace: Trace, window: Window, result: ProbeResult) -> None:
+        """Share of the window with a throttling bit set. NVML reports the *current* reasons, so
+        each reading holds until the next (:func:`~dse.measure.telemetry.derived.fraction_true`)."""
+        masks = self._channel(trace, "clock_event_reasons")
+        throttling = throttling_mask()
+        flags = [float(int(m) & throttling != 0) if math.isfinite(m) else math.nan for m in masks]
+        try:
+            result.metrics["throttled_fraction"] = fraction_true(trace.timestamps, flags, window)
+        except TelemetryGapError as gap:
+            result.missing["throttled_fraction"] = self._why_gap("clock_event_reasons", masks, gap)
+
+    @staticmethod
+    def _channel(trace: Trace, channel: str) -> list[float]:
+        """A channel's readings, all NaN when the trace lacks it."""
+        return trace.channels.get(channel, [math.nan] * len(trace.timestamps))
 
     def _why_absent(self, channel: str) -> str:
         return self._unsupported.get(channel, f"no valid {channel} reading in the window")
+
+    def _why_gap(self, channel: str, values: Sequence[float], gap: TelemetryGapError) -> str:
+        """Why a figure from ``channel`` is missing: the channel was never read or never valid, or
+        its valid readings did not support the figure (``gap``)."""
+        if channel in self._unsupported or not any(math.isfinite(v) for v in values):
+            return self._why_absent(channel)
+        return f"{channel}: {gap}"
 
 
 def _first_visible_device() -> str | None:
@@ -269,39 +308,26 @@ def finite(values: list[float]) -> list[float]:
     return [value for value in values if math.isfinite(value)]
 
 
-def counter_power_w(timestamps: list[float], energy_mj: list[float]) -> float | None:
-    """Mean power from the energy counter between its first and last change, or None when the counter
-    moved fewer than :data:`MIN_COUNTER_CHANGES` times (window too short for its refresh rate), went
-    backwards (driver reload), or is absent."""
-    points = [(t, e) for t, e in zip(timestamps, energy_mj, strict=False) if math.isfinite(e)]
-    changes = [points[i] for i in range(1, len(points)) if points[i][1] != points[i - 1][1]]
+def counter_energy(timestamps: Sequence[float], energy_mj: Sequence[float], window: Window) -> ProbeResult:
+    """Energy metrics from NVML's total-energy counter (mJ), by its own rule.
+
+    Among the valid readings that bracket the window, the counter must change at least
+    :data:`MIN_COUNTER_CHANGES` times; its mean power is its advance between the first and the last
+    change over the time between them, and the window's energy is that mean power times the
+    window's length (the changes span less than the window). Raises
+    :class:`~dse.measure.telemetry.derived.TelemetryGapError` when the counter cannot be trusted:
+    too few changes (window too short for its refresh rate), a counter that went backwards (driver
+    reload), or readings that do not bracket the window.
+    """
+    rows = window_indices(timestamps, window, [math.isfinite(e) for e in energy_mj])
+    changes = [i for previous, i in pairwise(rows) if energy_mj[i] != energy_mj[previous]]
     if len(changes) < MIN_COUNTER_CHANGES:
-        return None
-    (t0, e0), (t1, e1) = changes[0], changes[-1]
-    if e1 <= e0 or t1 <= t0:
-        return None
-    return (e1 - e0) / 1000.0 / (t1 - t0)
-
-
-def integrated_power_w(timestamps: list[float], power_w: list[float]) -> float | None:
-    """Mean power by the trapezoid rule over the finite power samples, or None with fewer than two."""
-    points = [(t, p) for t, p in zip(timestamps, power_w, strict=False) if math.isfinite(p)]
-    if len(points) < 2 or points[-1][0] <= points[0][0]:
-        return None
-    joules = sum((t1 - t0) * (p0 + p1) / 2.0 for (t0, p0), (t1, p1) in itertools.pairwise(points))
-    return joules / (points[-1][0] - points[0][0])
-
-
-def throttled_fraction(timestamps: list[float], masks: list[float], throttling: int) -> float | None:
-    """Time-weighted share of the trace with a throttling bit set. NVML reports the *current* reasons,
-    so each reading is held until the next; intervals that start with a failed reading are left out of
-    both the throttled time and the total. None when no interval has a valid reading."""
-    throttled = total = 0.0
-    for i in range(len(masks) - 1):
-        if not math.isfinite(masks[i]):
-            continue
-        span = timestamps[i + 1] - timestamps[i]
-        total += span
-        if int(masks[i]) & throttling:
-            throttled += span
-    return throttled / total if total > 0 else None
+        raise TelemetryGapError(
+            f"the energy counter changed {len(changes)} time(s) in the window, fewer than the "
+            f"{MIN_COUNTER_CHANGES} needed to trust it at its refresh rate")
+    first, last = changes[0], changes[-1]
+    millijoules = counter_delta([energy_mj[i] for i in rows if first <= i <= last], wrap=None)
+    seconds = timestamps[last] - timestamps[first]
+    if not seconds > 0:
+        raise TelemetryGapError(f"the energy counter's changes span no time ({seconds=} s)")
+    return energy_metrics(millijoules / 1000.0 / seconds * window.seconds, window)

@@ -147,7 +147,9 @@ def channel_unit(channel: str) -> str:
 @register_probe("tegrastats")
 class TegrastatsProbe(Probe):
     """Runs ``tegrastats --interval <ms>`` from ``start()`` to ``stop()``; one reading per line,
-    stamped when the line arrives. Summarizes to ``power_mean_w``, ``energy_per_inference_mj`` and
+    stamped when the line arrives. ``start()`` returns once the first line is in and ``stop()``
+    waits for one more line (each at most a few intervals), so readings bracket the window as the
+    energy rule needs. Summarizes to ``power_mean_w``, ``energy_per_inference_mj`` and
     ``temperature_peak_c``."""
 
     name = "tegrastats"
@@ -160,7 +162,7 @@ class TegrastatsProbe(Probe):
         self.root = root
         self.executable = executable
         self._process: subprocess.Popen[str] | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()  # guards _last and the trace; notified on each line
         self._last: dict[str, float] = {}
         #: Lines of the last run that were not tegrastats reports (warnings, blank lines).
         self.skipped_lines = 0
@@ -201,6 +203,15 @@ class TegrastatsProbe(Probe):
         self._thread = threading.Thread(target=self._follow, args=(self._process.stdout,),
                                         name=f"probe-{self.name}", daemon=True)
         self._thread.start()
+        # Energy needs a reading at or before the window's start (derived.window_indices), so the
+        # window opens only once the first line is in; if none comes, summarize says so.
+        self._wait_for_line(after=0)
+
+    def _wait_for_line(self, after: int) -> None:
+        """Block until the trace holds more than ``after`` lines, or a few intervals have passed."""
+        with self._lock:
+            self._lock.wait_for(lambda: len(self._trace.timestamps) > after,
+                                timeout=1.0 + 3 * self.interval_s)
 
     def _follow(self, stream: IO[str]) -> None:
         for line in stream:
@@ -212,10 +223,17 @@ class TegrastatsProbe(Probe):
             with self._lock:
                 self._last = channels
                 self._trace.add(time.time(), channels)
+                # The channels are known only from the lines (rails and zones vary by board and
+                # power mode), so units come with them rather than from channel_units().
                 self._trace.units.update({name: channel_unit(name) for name in channels})
+                self._lock.notify_all()
 
     def stop(self) -> Trace:
         if self._process is not None:
+            # Likewise a reading at or after the window's end: the next line.
+            with self._lock:
+                seen = len(self._trace.timestamps)
+            self._wait_for_line(after=seen)
             self._process.terminate()
             try:
                 self._process.wait(timeout=5)

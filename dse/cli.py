@@ -79,6 +79,15 @@ def _describe(outcome: TrialOutcome) -> str:
             f"p99 {m.get('latency_p99_ms', float('nan')):.3f} ms{reused}")
 
 
+def _abbreviation(key: str) -> str:
+    """``num_stages`` -> ``ns``: the terminal table is narrow; its caption spells them out."""
+    return "".join(part[0] for part in key.split("_") if part)
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
 def _front_table(front: pd.DataFrame, objectives: list[str]) -> object:
     """The front as a table that fits a terminal: one compact cell per part of the configuration."""
     import pandas as pd
@@ -86,9 +95,16 @@ def _front_table(front: pd.DataFrame, objectives: list[str]) -> object:
 
     from dse.metrics import metric
 
+    legend: dict[str, str] = {}
+
     def joined(row: pd.Series, prefix: str) -> str:
-        return " ".join(f"{c.removeprefix(prefix)}={row[c]}" for c in row.index
-                        if c.startswith(prefix) and not pd.isna(row[c]))
+        cells = []
+        for column in row.index:
+            if column.startswith(prefix) and not pd.isna(row[column]):
+                key = column.removeprefix(prefix)
+                legend[_abbreviation(key)] = key
+                cells.append(f"{_abbreviation(key)}={row[column]}")
+        return " ".join(cells)
 
     table = Table(title=f"Pareto front ({len(front)} points)")
     table.add_column("trial", justify="right")
@@ -97,12 +113,14 @@ def _front_table(front: pd.DataFrame, objectives: list[str]) -> object:
     table.add_column("arch", overflow="fold")
     table.add_column("knobs", overflow="fold")
     for name in objectives:
-        table.add_column(metric(name).column, justify="right")
+        spec = metric(name)
+        table.add_column(f"{spec.name} [{spec.unit}]", justify="right", overflow="fold")
     for _, row in front.iterrows():
         table.add_row(str(row["trial"]), f"{row['param.backend']}/{row['param.precision']}",
                       str(row["param.batch_size"]), joined(row, "param.arch."),
                       joined(row, "param.knob."),
-                      *[f"{row[metric(n).column]:.4g}" for n in objectives])
+                      *[_number(row[metric(n).column]) for n in objectives])
+    table.caption = ", ".join(f"{short}={full}" for short, full in sorted(legend.items()))
     return table
 
 

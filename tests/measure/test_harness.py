@@ -115,3 +115,24 @@ def test_keeps_measuring_while_the_machine_changes_state() -> None:
                             on_window=lambda opening: opened.__setitem__(0, opening))
     assert stats.n >= 80
     assert stats.p50_ms >= 0.55  # the state it settled in, not a mixture
+
+
+@pytest.mark.gpu
+def test_cuda_event_timing_matches_synchronised_host_timing() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no NVIDIA GPU / CUDA on this machine (torch reports no CUDA device)")
+    a = torch.randn(4096, 4096, device="cuda")
+
+    def matmul() -> object:
+        return a @ a
+
+    events = measure_latency(matmul, timer="cuda", min_seconds=0.5, max_seconds=3.0)
+    host = measure_latency(matmul, sync=torch.cuda.synchronize, min_seconds=0.5, max_seconds=3.0)
+    # Few enough launches that the queue never fills (a full queue would block the host).
+    torch.cuda.synchronize()
+    unsynced = measure_latency(matmul, min_iters=20, max_iters=20, min_seconds=0.0,
+                               warmup_max_iters=0)
+    assert events.p50_ms == pytest.approx(host.p50_ms, rel=0.1)
+    # Host time of an asynchronous launch is far below the real device time.
+    assert unsynced.p50_ms < 0.5 * events.p50_ms

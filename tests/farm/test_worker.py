@@ -1,0 +1,48 @@
+"""The device worker measures a candidate end to end: scenarios, telemetry, provenance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from dse.candidate import Candidate
+from dse.farm.worker import DeviceWorker
+from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
+from tests.conftest import LOCAL_CPU
+
+TINY_ARCH = {"num_stages": 1, "depth": 1, "width_mult": 0.5, "kernel_size": 3, "expand_ratio": 2}
+
+
+def test_offline_and_sustained_runs_add_their_metrics(tmp_path: Path) -> None:
+    profile = HardwareProfile.model_validate(yaml.safe_load(LOCAL_CPU))
+    worker = DeviceWorker(profile, str(tmp_path))
+    candidate = Candidate("cnn", TINY_ARCH, "fp32", 4, "onnxruntime", {"intra_op_threads": 1})
+    measure = MeasureSpec(min_seconds=0.05, max_seconds=0.3, warmup_max_seconds=0.05,
+                          offline_concurrency=2, offline_seconds=0.2, sustained_seconds=0.3)
+    result = worker.evaluate(candidate, TrainingSpec(epochs=1, batch_size=256), measure)
+
+    assert result.status == "ok", result.reason
+    m = result.metrics
+    assert m["offline_throughput_sps"] > 0
+    assert abs(m["latency_drift_pct"]) < 1000
+    assert m["latency_p50_ci_low_ms"] <= m["latency_p50_ms"] <= m["latency_p50_ci_high_ms"]
+    assert m["first_call_ms"] > 0
+    assert m["memory_peak_mb"] > 0
+    # The telemetry window is the sustained run: at least as long as it was asked to be.
+    window = float(result.provenance["window_end"]) - float(result.provenance["window_start"])
+    assert window >= 0.3
+    assert result.provenance["stationary"] in ("True", "False")
+    assert result.samples["latency_ms"]
+    for name in ("power_mean_w", "temperature_peak_c"):
+        assert name in m or result.missing[name]
+
+
+def test_a_candidate_the_device_cannot_run_is_infeasible_not_an_error(tmp_path: Path) -> None:
+    profile = HardwareProfile.model_validate(yaml.safe_load(LOCAL_CPU))
+    worker = DeviceWorker(profile, str(tmp_path))
+    candidate = Candidate("cnn", TINY_ARCH, "int8", 1, "torch", {"num_threads": 1})
+    result = worker.evaluate(candidate, TrainingSpec(epochs=1), MeasureSpec())
+    assert result.status == "infeasible"
+    assert "int8" in result.reason
+    assert result.metrics == {}

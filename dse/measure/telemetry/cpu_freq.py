@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from dse.measure.telemetry.base import ProbeResult, Trace, Window, register_probe
 from dse.measure.telemetry.cpu_sysfs import SysfsError, SysfsProbe, numbered, read_int, read_or_nan
-from dse.measure.telemetry.derived import TelemetryGapError, clock_drop_pct, window_indices
+from dse.measure.telemetry.derived import TelemetryGapError, bracketing_rows, clock_drop_pct
 
 CPUS = "sys/devices/system/cpu"
 CURRENT = "scaling_cur_freq"
@@ -59,11 +59,8 @@ class CpufreqProbe(SysfsProbe[_Cpu]):
         return reading
 
     def summarize(self, trace: Trace, window: Window) -> ProbeResult:
-        columns = list(trace.channels.values())
-        any_valid = [any(math.isfinite(column[i]) for column in columns)
-                     for i in range(len(trace.timestamps))]
         try:
-            rows = window_indices(trace.timestamps, window, any_valid)
+            rows = bracketing_rows(trace, window)
         except TelemetryGapError as exc:
             return ProbeResult(missing={"clock_drop_pct": f"cpufreq: {exc}"})
         drops: list[float] = []

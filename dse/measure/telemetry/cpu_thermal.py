@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from dse.measure.telemetry.base import ProbeResult, Trace, Window, register_probe
 from dse.measure.telemetry.cpu_sysfs import SysfsError, SysfsProbe, numbered, read_int, read_or_nan, read_text
-from dse.measure.telemetry.derived import TelemetryGapError, window_indices
+from dse.measure.telemetry.derived import TelemetryGapError, bracketing_rows
 
 THERMAL = "sys/class/thermal"
 
@@ -59,11 +59,8 @@ class ThermalZonesProbe(SysfsProbe[_Zone]):
 
     def summarize(self, trace: Trace, window: Window) -> ProbeResult:
         columns = list(trace.channels.values())
-        # A zone that fails mid-window does not void the others' readings.
-        any_valid = [any(math.isfinite(column[i]) for column in columns)
-                     for i in range(len(trace.timestamps))]
         try:
-            rows = window_indices(trace.timestamps, window, any_valid)
+            rows = bracketing_rows(trace, window)
         except TelemetryGapError as exc:
             return ProbeResult(missing={"temperature_peak_c": f"thermal zones: {exc}"})
         peak = max(column[i] for column in columns for i in rows if math.isfinite(column[i]))

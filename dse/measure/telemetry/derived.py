@@ -31,7 +31,7 @@ import math
 from collections.abc import Sequence
 from itertools import pairwise
 
-from dse.measure.telemetry.base import ProbeResult, Window
+from dse.measure.telemetry.base import ProbeResult, Trace, Window
 
 
 class TelemetryGapError(ValueError):
@@ -63,6 +63,15 @@ def window_indices(timestamps: Sequence[float], window: Window,
             f"from its end (need <= 0 and >= 0)")
     low, high = sorted((before[-1], after[0]))
     return [i for i in kept if low <= i <= high]
+
+
+def bracketing_rows(trace: Trace, window: Window) -> list[int]:
+    """Rows of ``trace`` that bracket ``window``, counting a reading as valid when any of its
+    channels is (one zone or CPU failing mid-window does not void the others)."""
+    columns = list(trace.channels.values())
+    valid = [any(math.isfinite(column[i]) for column in columns)
+             for i in range(len(trace.timestamps))]
+    return window_indices(trace.timestamps, window, valid)
 
 
 def counter_delta(values: Sequence[float], wrap: float | None) -> float:

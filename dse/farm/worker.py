@@ -128,8 +128,9 @@ class DeviceWorker:
             "warmup_iters": str(stats.warmup_iters),
             "timer_overhead_ns": f"{stats.timer_overhead_ns:.0f}",
         })
+        samples = {"latency_ms": stats.samples_ms, **window.trace_samples()}
         return Measurement(candidate.candidate_id, "ok", metrics=metrics, missing=missing,
-                           samples={"latency_ms": stats.samples_ms}, provenance=provenance)
+                           samples=samples, provenance=provenance)
 
 
 def latency_metrics(stats: LatencyStats, batch_size: int,
@@ -188,3 +189,14 @@ class _TelemetryWindow:
     def provenance(self) -> dict[str, str]:
         return {f"{probe.name}.{key}": value for probe, trace in self.traces
                 for key, value in probe.provenance(trace).items()}
+
+    def trace_samples(self) -> dict[str, list[float]]:
+        """Every probe's readings, kept beside the latencies (``trace.<probe>.time_s`` and
+        ``trace.<probe>.<channel> [unit]``) so power and temperature can be plotted later."""
+        out: dict[str, list[float]] = {}
+        for probe, trace in self.traces:
+            out[f"trace.{probe.name}.time_s"] = list(trace.timestamps)
+            for channel, values in trace.channels.items():
+                unit = trace.units.get(channel, "")
+                out[f"trace.{probe.name}.{channel} [{unit}]"] = list(values)
+        return out

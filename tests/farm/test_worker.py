@@ -34,6 +34,9 @@ def test_offline_and_sustained_runs_add_their_metrics(tmp_path: Path) -> None:
     assert window >= 0.3
     assert result.provenance["stationary"] in ("True", "False")
     assert result.samples["latency_ms"]
+    times = result.samples["trace.process_memory.time_s"]
+    assert len(times) >= 2
+    assert len(result.samples["trace.process_memory.rss_mb [MB]"]) == len(times)
     for name in ("power_mean_w", "temperature_peak_c"):
         assert name in m or result.missing[name]
 

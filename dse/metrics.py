@@ -86,6 +86,18 @@ METRICS: dict[str, MetricSpec] = _table(
                "How far the mean compute clock over the window sat below its maximum."),
     MetricSpec("model_size_mb", "MB", MIN, "Size of the deployed artifact on disk."),
     MetricSpec("params_m", "M", MIN, "Number of model parameters, in millions."),
+    MetricSpec("max_abs_error", "logit", MIN,
+               "Largest absolute difference of the deployed runner's outputs from the fp32 torch "
+               "reference on a fixed validation batch."),
+    MetricSpec("rel_l2_error", "fraction", MIN,
+               "Relative L2 error ||y - y_ref|| / ||y_ref|| of the deployed outputs against the "
+               "fp32 torch reference on the validation batch."),
+    MetricSpec("top1_agreement", "fraction", MAX,
+               "Share of the validation batch where the deployed runner's top-1 class equals the "
+               "fp32 torch reference's."),
+    MetricSpec("compile_seconds", "s", MIN,
+               "Time the runtime spent compiling on the device (torch.compile, engine builds), "
+               "cache hits excluded."),
     MetricSpec("build_seconds", "s", MIN,
                "Wall time to build the artifact (export, quantization, compile), cache hits excluded."),
     MetricSpec("train_seconds", "s", MIN,

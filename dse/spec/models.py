@@ -23,8 +23,8 @@ from pydantic import (
 
 from dse.metrics import METRICS
 
-BackendName = Literal["onnxruntime", "torch"]
-Precision = Literal["fp32", "int8"]
+BackendName = Literal["onnxruntime", "torch", "torch_compile"]
+Precision = Literal["fp32", "fp16", "bf16", "int8"]
 DeviceKind = Literal["cpu", "cuda", "jetson"]
 FamilyName = Literal["cnn"]
 DatasetName = Literal["digits"]

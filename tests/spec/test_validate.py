@@ -39,7 +39,8 @@ def test_shipped_examples_are_valid() -> None:
         ("  epochs: 2", "  epochs: two", "training.epochs: Input should be a valid integer"),
         ("    torch:\n", "    tensorrt:\n", "deployment.backends.tensorrt: found 'tensorrt'; allowed: "
                                              "onnxruntime, torch, torch_compile"),
-        ("[fp32, int8]", "[fp32, int4]", "deployment.precisions[1]: found 'int4'; allowed: fp32, fp16, bf16, int8"),
+        ("[fp32, int8]", "[fp32, int4]",
+         "deployment.precisions[1]: found 'int4'; allowed: fp32, fp16, bf16, int8"),
         ("  - metric: latency_p99_ms", "  - metric: latency_p99",
          "objectives[1].metric: unknown metric 'latency_p99'; allowed: accuracy"),
         ("    kernel_size: [3]", "    kernel: [3]",

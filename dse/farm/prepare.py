@@ -17,7 +17,13 @@ from dse.backends import Runner, get_backend, supports
 from dse.build import ArtifactCache, build_artifact
 from dse.exceptions import BuildError
 from dse.models import get_family
-from dse.quality import accuracy, load_digits_split, train_or_load
+from dse.quality import (
+    fidelity_metrics,
+    load_digits_split,
+    predict_batches,
+    reference_logits,
+    train_or_load,
+)
 
 if TYPE_CHECKING:
     from dse.backends import Backend
@@ -60,9 +66,11 @@ def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: Har
     artifact, build_seconds = build_artifact(
         candidate, trained, ArtifactCache(cache_dir / "artifacts"),
         split.x_train[:CALIBRATION_IMAGES])
+    # Taken before compiling: a backend may cast or rewrite the module it is handed.
+    reference = reference_logits(trained.module, split.x_test)
     runner = backend.compile(artifact, candidate.knobs, profile, candidate.batch_size)
     try:
-        deployed_accuracy = accuracy(runner.run, split.x_test, split.y_test, candidate.batch_size)
+        deployed = predict_batches(runner.run, split.x_test, candidate.batch_size)
     # The runner was built and loaded, yet fails on real inputs: the runtime rejects the model at
     # run time, which makes the candidate as infeasible as a failed build.
     except Exception as exc:
@@ -70,7 +78,8 @@ def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: Har
         raise BuildError(f"the compiled {candidate.backend} runner failed on the test split: "
                          f"{type(exc).__name__}: {exc}") from exc
     metrics = {
-        "accuracy": deployed_accuracy,
+        "accuracy": float(np.mean(deployed.argmax(axis=1) == split.y_test)),
+        **fidelity_metrics(reference, deployed),
         "params_m": sum(p.numel() for p in trained.module.parameters()) / 1e6,
         "model_size_mb": artifact.size_bytes / 1e6,
         "build_seconds": build_seconds,

@@ -5,13 +5,17 @@ Importing this package imports no torch or scikit-learn; they load when a functi
 
 from dse.quality.cache import TrainedModel, train_or_load, training_key
 from dse.quality.digits import DigitsSplit, load_digits_split
+from dse.quality.fidelity import fidelity_metrics, predict_batches, reference_logits
 from dse.quality.training import accuracy, torch_threads, train
 
 __all__ = [
     "DigitsSplit",
     "TrainedModel",
     "accuracy",
+    "fidelity_metrics",
     "load_digits_split",
+    "predict_batches",
+    "reference_logits",
     "torch_threads",
     "train",
     "train_or_load",

@@ -76,16 +76,8 @@ def accuracy(predict: Callable[[np.ndarray], np.ndarray], x: np.ndarray, y: np.n
 
     The last batch holds the remainder and may be smaller.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    from dse.quality.fidelity import predict_batches
+
     if len(x) != len(y) or len(x) == 0:
         raise ValueError(f"need as many labels as images, and some: got {len(x)=}, {len(y)=}")
-    correct = 0
-    for first in range(0, len(x), batch_size):
-        logits = np.asarray(predict(x[first:first + batch_size]))
-        labels = y[first:first + batch_size]
-        if logits.shape[0] != len(labels):
-            raise ValueError(f"predict returned {logits.shape[0]} rows for a batch of "
-                             f"{len(labels)}")
-        correct += int(np.count_nonzero(logits.argmax(axis=1) == labels))
-    return correct / len(x)
+    return float(np.mean(predict_batches(predict, x, batch_size).argmax(axis=1) == y))

@@ -22,7 +22,8 @@ TINY = {"num_stages": 2, "depth": 1, "width_mult": 0.5, "kernel_size": 3, "expan
 FAST = TrainingSpec(epochs=2, batch_size=64, learning_rate=0.02, seed=0, threads=1)
 PROFILE = HardwareProfile(name="test-cpu", kind="cpu", backends=["onnxruntime", "torch"],
                           precisions=["fp32", "int8"], max_threads=1)
-METRICS = {"accuracy", "params_m", "model_size_mb", "build_seconds", "train_seconds"}
+METRICS = {"accuracy", "params_m", "model_size_mb", "build_seconds", "train_seconds",
+           "max_abs_error", "rel_l2_error", "top1_agreement"}
 
 
 def _candidate(backend: str, precision: str, batch_size: int = 8, **changes: Any) -> Candidate:
@@ -67,6 +68,14 @@ def test_metrics_are_complete_and_plausible(prepared: dict[str, PreparedCandidat
     assert fp32.metrics["build_seconds"] > 0
     assert int8.metrics["build_seconds"] > 0
     assert eager.metrics["build_seconds"] == 0.0
+    # Fidelity against the fp32 torch reference: eager is the reference itself, ORT fp32 agrees to
+    # float rounding, int8 moves the numbers but keeps most top-1 decisions.
+    assert eager.metrics["max_abs_error"] < 1e-5  # same module; thread count changes rounding
+    assert fp32.metrics["max_abs_error"] < 1e-3
+    assert fp32.metrics["top1_agreement"] == 1.0
+    assert int8.metrics["max_abs_error"] > fp32.metrics["max_abs_error"]
+    assert int8.metrics["rel_l2_error"] > 0
+    assert int8.metrics["top1_agreement"] >= 0.8
 
 
 def test_example_is_a_test_batch_of_the_candidates_size(

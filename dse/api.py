@@ -144,7 +144,7 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
     run_dir = experiment.run_dir
     study = open_study(run_dir, experiment.name, experiment.space, experiment.spec.sampler)
     start_embedded(list(experiment.devices))
-    dispatcher = Dispatcher(list(experiment.devices), run_dir / "cache")
+    dispatcher = Dispatcher(list(experiment.devices), experiment.cache_dir)
     loop = SearchLoop(experiment, study, dispatcher, run_dir, on_trial=on_trial)
     loop.run()
     dashboard = write_report(experiment)[2] if report else None

@@ -85,6 +85,12 @@ class Experiment:
         return (self.path.parent / self.spec.runs_dir / self.spec.name).resolve()
 
     @property
+    def cache_dir(self) -> Path:
+        if self.spec.cache_dir is None:
+            return self.run_dir / "cache"
+        return (self.path.parent / self.spec.cache_dir).resolve()
+
+    @property
     def dashboard_path(self) -> Path:
         return (self.path.parent / self.spec.dashboards_dir / f"{self.spec.name}.html").resolve()
 

@@ -275,3 +275,8 @@ class ExperimentSpec(Strict):
                            description="Where run folders go, relative to this file.")
     dashboards_dir: Path = Field(default=Path("../dashboards"),
                                  description="Where the dashboard goes, relative to this file.")
+    cache_dir: Path | None = Field(
+        default=None,
+        description="Build cache (trained weights, artifacts), relative to this file; campaigns "
+                    "and farm workers that name the same folder share it. Default: the run "
+                    "folder's cache/.")

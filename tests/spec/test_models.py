@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import BaseModel, ValidationError
 
@@ -47,3 +49,14 @@ def test_range_must_be_ordered() -> None:
         RangeParam(low=3, high=1)
     assert RangeParam(low=1, high=3).is_int
     assert not RangeParam(low=0.5, high=3).is_int
+
+
+def test_cache_dir_defaults_to_the_run_folder_and_can_be_shared(tiny_campaign: Path) -> None:
+    from dse.api import load_experiment
+    from tests.conftest import tiny_experiment_text
+
+    experiment = load_experiment(tiny_campaign)
+    assert experiment.cache_dir == experiment.run_dir / "cache"
+    tiny_campaign.write_text(tiny_experiment_text(2) + "cache_dir: ../shared-cache\n")
+    shared = load_experiment(tiny_campaign)
+    assert shared.cache_dir == (tiny_campaign.parent.parent / "shared-cache").resolve()

@@ -1,0 +1,76 @@
+"""A campaign run again with a warm build cache: how much faster, and does it rebuild anything?
+
+Runs the quickstart campaign's space and device twice, each into its own run folder but sharing
+one cache folder. The second study is seeded with the first study's candidates (enqueued in the
+same order), so both runs measure the same configurations and only the cache differs. Ray is
+restarted between the runs so neither pays its start-up alone.
+
+Run: ``.venv/bin/python benchmarks/build_cache.py``. Ends with ``BENCH cache_speedup <first/second>``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import optuna
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def experiment_text(name: str, trials: int) -> str:
+    return f"""\
+name: {name}
+search_space: {REPO / 'search_spaces/cnn-digits.yaml'}
+devices: [{REPO / 'hw_profiles/local-cpu.yaml'}]
+sampler: {{name: tpe, seed: 0, startup_trials: 12}}
+budget: {{trials: {trials}}}
+measurement: {{warmup_max_seconds: 0.5, min_iters: 30, min_seconds: 0.3, max_seconds: 1.0}}
+runs_dir: runs
+dashboards_dir: dashboards
+cache_dir: cache
+"""
+
+
+def main(trials: int = 32) -> None:
+    from dse.api import load_experiment, run_campaign
+    from dse.farm.cluster import shutdown
+    from dse.search.study import open_study
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        first_path, second_path = folder / "first.yaml", folder / "second.yaml"
+        first_path.write_text(experiment_text("cache-cold", trials))
+        second_path.write_text(experiment_text("cache-warm", trials))
+
+        start = time.perf_counter()
+        cold = run_campaign(first_path, report=False)
+        cold_seconds = time.perf_counter() - start
+        shutdown()
+
+        warm_experiment = load_experiment(second_path)
+        study = open_study(warm_experiment.run_dir, warm_experiment.name, warm_experiment.space,
+                           warm_experiment.spec.sampler)
+        cold_study = optuna.load_study(study_name="cache-cold",
+                                       storage=f"sqlite:///{cold.run_dir / 'study.db'}")
+        for trial in sorted(cold_study.trials, key=lambda t: t.number):
+            if trial.state == optuna.trial.TrialState.COMPLETE:
+                study.enqueue_trial(trial.params)
+        start = time.perf_counter()
+        warm = run_campaign(warm_experiment, report=False)
+        warm_seconds = time.perf_counter() - start
+        shutdown()
+
+        trials_table = warm.trials
+        measured = trials_table[trials_table["reused_from"].isna() & (trials_table["status"] == "ok")]
+        rebuilt = int(((measured["train_seconds [s]"] > 0) | (measured["build_seconds [s]"] > 0)).sum())
+        print(f"cold run: {cold_seconds:.1f} s for {len(cold.trials)} trials")
+        print(f"warm run: {warm_seconds:.1f} s for {len(trials_table)} trials; "
+              f"{rebuilt} of {len(measured)} measured trials trained or built anything")
+        print(f"BENCH cache_speedup {cold_seconds / warm_seconds:.2f}")
+        print(f"BENCH cache_rebuilds {rebuilt}")
+
+
+if __name__ == "__main__":
+    main()

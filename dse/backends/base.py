@@ -34,9 +34,13 @@ class Runner(ABC):
     Attributes:
         batch_size: the batch size the candidate is measured at. ``run`` also accepts smaller
             batches (the accuracy pass ends on a partial one).
+        compile_seconds: time the runtime spent compiling on the device inside
+            :meth:`Backend.compile` (torch.compile, engine builds), or None for a runtime that
+            compiles nothing there.
     """
 
     batch_size: int
+    compile_seconds: float | None = None
 
     @abstractmethod
     def run(self, x: np.ndarray) -> np.ndarray:

@@ -27,7 +27,10 @@ ArtifactFormat = Literal["onnx", "torch"]
 
 # Which artifact each backend loads. It lives here, not on the backends, because backends build on
 # this package and not the other way round.
-BACKEND_FORMATS: dict[str, ArtifactFormat] = {"onnxruntime": "onnx", "torch": "torch"}
+BACKEND_FORMATS: dict[str, ArtifactFormat] = {"onnxruntime": "onnx", "torch": "torch",
+                                              "torch_compile": "torch"}
+# The precisions a torch artifact can be deployed at, and the torch dtype (by name) of each.
+TORCH_DTYPES: dict[str, str] = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 # Bump when export or quantization settings change, so cached files from before are not reused.
 _EXPORT_VERSION = 1
@@ -36,7 +39,8 @@ _QUANTIZE_VERSION = 1
 
 @dataclass(frozen=True)
 class Artifact:
-    """What a backend compiles: an ONNX file, or (for eager torch) the module itself.
+    """What a backend compiles: an ONNX file, or (for the torch backends) the fp32 module itself,
+    with ``precision`` saying what the backend is to run it at.
 
     ``size_bytes`` is the size of the deployed weights: the file for ONNX, the serialised
     state_dict for torch.
@@ -73,17 +77,27 @@ def build_artifact(candidate: Candidate, trained: TrainedModel, cache: ArtifactC
 
 
 def _torch_artifact(candidate: Candidate, trained: TrainedModel) -> Artifact:
+    """The trained fp32 module itself: the torch backends apply the precision when they compile,
+    so one module serves every precision. Nothing is built, so no build time.
+
+    ``size_bytes`` is what a deployment at that precision would ship: the state_dict serialised
+    with its floating-point tensors cast to the precision's dtype.
+    """
     import torch
 
-    if candidate.precision != "fp32":
-        raise BuildError(f"the torch artifact is the trained fp32 module; precision "
-                         f"{candidate.precision!r} would need a quantized torch module")
-    # Eager torch deploys the trained module as it is: nothing is built, so no build time. Its
-    # size is what a deployment would ship: the serialised weights.
+    if candidate.precision not in TORCH_DTYPES:
+        raise BuildError(f"the torch artifact deploys precisions {sorted(TORCH_DTYPES)}; "
+                         f"precision {candidate.precision!r} would need a quantized torch module")
+    dtype = getattr(torch, TORCH_DTYPES[candidate.precision])
+    # Cast in the state_dict itself (a fresh mapping) so its metadata is saved as for fp32.
+    weights = trained.module.state_dict()
+    for name, tensor in weights.items():
+        if tensor.is_floating_point():
+            weights[name] = tensor.to(dtype)
     buffer = io.BytesIO()
-    torch.save(trained.module.state_dict(), buffer)
-    return Artifact("torch", None, "fp32", trained.input_shape, buffer.getbuffer().nbytes,
-                    trained.module)
+    torch.save(weights, buffer)
+    return Artifact("torch", None, candidate.precision, trained.input_shape,
+                    buffer.getbuffer().nbytes, trained.module)
 
 
 def _onnx_artifact(path: Path, precision: str, trained: TrainedModel) -> Artifact:

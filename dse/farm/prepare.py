@@ -85,6 +85,8 @@ def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: Har
         "build_seconds": build_seconds,
         "train_seconds": trained.train_seconds,
     }
+    if runner.compile_seconds is not None:
+        metrics["compile_seconds"] = runner.compile_seconds
     provenance = runner.describe()
     provenance.update({
         "arch_id": candidate.arch_id,

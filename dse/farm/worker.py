@@ -54,6 +54,8 @@ class DeviceWorker:
     """Builds and measures candidates for one device profile (wrapped by ``ray.remote``)."""
 
     def __init__(self, profile: HardwareProfile, cache_dir: str) -> None:
+        # Inductor otherwise keeps a pool of compile processes alive beside every measurement.
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
         self.profile = profile
         self.cache_dir = Path(cache_dir)
         self.probes: list[Probe] = [PROBES[name]() for name in profile.telemetry]

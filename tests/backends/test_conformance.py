@@ -1,22 +1,30 @@
-"""One suite every registered backend passes (as Optuna ships one for its samplers).
+"""One suite every registered backend passes (as Optuna ships one for its samplers), at every
+precision the capability table supports on the CPU.
 
-A new backend joins :data:`dse.backends.BACKENDS` and is tested here without a line added, provided
-``fp32_artifacts`` (conftest) knows how to build the artifact it loads.
+A new backend joins :data:`dse.backends.BACKENDS` and its CPU entries in the capability table, and
+is tested here without a line added. Runners come from the session's ``runner_pool`` (one compile
+per backend and precision); knob errors are raised before any compile, so those tests are cheap.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 import torch
 
-from dse.backends import BACKENDS, PROVENANCE_KEYS, Backend, Runner
+from dse.backends import BACKENDS, CAPABILITIES, PROVENANCE_KEYS, Backend, Runner
 from dse.build import Artifact
 from dse.exceptions import BuildError
 from dse.quality.digits import DigitsSplit
 from dse.spec import HardwareProfile
+from tests.backends._suite import check_runner
+from tests.backends.conftest import COMPARED_IMAGES, POOL_BATCH, RunnerFor
+
+CPU_COMBINATIONS = sorted((backend, precision) for (backend, precision, kind), entry
+                          in CAPABILITIES.items() if kind == "cpu" and entry.supported)
 
 
 @pytest.fixture(params=sorted(BACKENDS))
@@ -24,17 +32,27 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     return BACKENDS[request.param]
 
 
+@pytest.fixture(params=CPU_COMBINATIONS, ids="-".join)
+def combination(request: pytest.FixtureRequest) -> tuple[str, str]:
+    backend, precision = request.param
+    return str(backend), str(precision)
+
+
 @pytest.fixture
-def artifact(backend: Backend, fp32_artifacts: dict[str, Artifact]) -> Artifact:
-    return fp32_artifacts[backend.name]
+def runner(combination: tuple[str, str], runner_pool: RunnerFor) -> Runner:
+    return runner_pool(*combination)
 
 
 @pytest.fixture(autouse=True)
 def _keep_torch_threads() -> Iterator[None]:
-    # Eager torch sets the process-wide pool on compile; leave it as found for other tests.
+    # The torch backends set the process-wide pool on compile; leave it as found for other tests.
     threads = torch.get_num_threads()
     yield
     torch.set_num_threads(threads)
+
+
+def test_every_backend_runs_fp32_on_the_cpu(backend: Backend) -> None:
+    assert (backend.name, "fp32") in CPU_COMBINATIONS
 
 
 def test_registered_under_its_name(backend: Backend) -> None:
@@ -42,66 +60,56 @@ def test_registered_under_its_name(backend: Backend) -> None:
     assert backend.thread_knob in backend.knobs
 
 
-def test_runs_a_batch_to_logits(backend: Backend, artifact: Artifact,
-                                cpu_profile: HardwareProfile,
-                                backends_split: DigitsSplit) -> None:
-    with backend.compile(artifact, {}, cpu_profile, batch_size=4) as runner:
-        assert isinstance(runner, Runner)
-        assert runner.batch_size == 4
-        logits = runner.run(backends_split.x_test[:4])
-        assert isinstance(logits, np.ndarray)
-        assert logits.shape == (4, 10)
-        assert logits.dtype == np.float32
-        assert np.isfinite(logits).all()
-        # Smaller batches (the tail of an accuracy pass) work too, and results are repeatable.
-        assert runner.run(backends_split.x_test[:1]).shape == (1, 10)
-        np.testing.assert_array_equal(runner.run(backends_split.x_test[:4]), logits)
+def test_runs_batches_to_reference_logits(runner: Runner, combination: tuple[str, str],
+                                          backends_split: DigitsSplit,
+                                          reference_logits: np.ndarray) -> None:
+    assert runner.batch_size == POOL_BATCH
+    check_runner(runner, combination[1], backends_split.x_test[:COMPARED_IMAGES],
+                 reference_logits)
 
 
-def test_accepts_float64_and_non_contiguous_input(backend: Backend, artifact: Artifact,
-                                                  cpu_profile: HardwareProfile,
-                                                  backends_split: DigitsSplit) -> None:
-    x = backends_split.x_test[:6]
-    with backend.compile(artifact, {}, cpu_profile, batch_size=3) as runner:
-        want = runner.run(x[::2])
-        np.testing.assert_allclose(runner.run(np.ascontiguousarray(x[::2], np.float64)), want)
-        readonly = np.array(x[::2])
-        readonly.flags.writeable = False
-        np.testing.assert_array_equal(runner.run(readonly), want)
+def test_accepts_float64_non_contiguous_and_read_only_input(runner: Runner,
+                                                            backends_split: DigitsSplit) -> None:
+    x = backends_split.x_test[:2 * POOL_BATCH]
+    want = runner.run(np.ascontiguousarray(x[::2], dtype=np.float32))
+    np.testing.assert_array_equal(runner.run(x[::2]), want)
+    np.testing.assert_array_equal(runner.run(np.ascontiguousarray(x[::2], np.float64)), want)
+    readonly = np.array(x[::2])
+    readonly.flags.writeable = False
+    np.testing.assert_array_equal(runner.run(readonly), want)
 
 
-def test_describe_gives_provenance(backend: Backend, artifact: Artifact,
+def test_describe_gives_provenance(runner: Runner, combination: tuple[str, str],
                                    cpu_profile: HardwareProfile) -> None:
-    with backend.compile(artifact, {}, cpu_profile, batch_size=2) as runner:
-        info = runner.describe()
+    backend, precision = combination
+    info = runner.describe()
     assert set(PROVENANCE_KEYS) <= set(info)
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in info.items())
-    assert info["backend"] == backend.name
-    assert info["precision"] == "fp32"
+    assert info["backend"] == backend
+    assert info["precision"] == precision
     assert info["backend_version"]
-    # No knob: the profile's thread budget.
-    assert info["threads"] == str(cpu_profile.max_threads)
+    # The pool compiles fp32 without knobs (the profile's thread budget), the rest with 1 thread.
+    assert info["threads"] == (str(cpu_profile.max_threads) if precision == "fp32" else "1")
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_thread_knob_is_honoured(backend: Backend, artifact: Artifact,
-                                 cpu_profile: HardwareProfile, threads: int) -> None:
-    with backend.compile(artifact, {backend.thread_knob: threads}, cpu_profile, 2) as runner:
-        assert runner.describe()["threads"] == str(threads)
+def test_thread_knob_is_honoured(backend: Backend, runner_pool: RunnerFor) -> None:
+    others = [p for b, p in CPU_COMBINATIONS if b == backend.name and p != "fp32"]
+    assert others, f"{backend.name} has no CPU precision but fp32 to test its thread knob on"
+    assert runner_pool(backend.name, others[0]).describe()["threads"] == "1"
 
 
-def test_unknown_knob_is_a_build_error(backend: Backend, artifact: Artifact,
+def test_unknown_knob_is_a_build_error(backend: Backend, fp32_artifacts: dict[str, Artifact],
                                        cpu_profile: HardwareProfile) -> None:
     allowed = str(sorted(backend.knobs)).replace("[", r"\[").replace("]", r"\]")
     with pytest.raises(BuildError, match=rf"no knob\(s\) \['turbo'\]; allowed: {allowed}"):
-        backend.compile(artifact, {"turbo": True}, cpu_profile, 2)
+        backend.compile(fp32_artifacts[backend.name], {"turbo": True}, cpu_profile, 2)
 
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, "2", True])
-def test_bad_thread_count_is_a_build_error(backend: Backend, artifact: Artifact,
+def test_bad_thread_count_is_a_build_error(backend: Backend, fp32_artifacts: dict[str, Artifact],
                                            cpu_profile: HardwareProfile, value: object) -> None:
     with pytest.raises(BuildError, match=rf"{backend.thread_knob}' must be an integer >= 1"):
-        backend.compile(artifact, {backend.thread_knob: value}, cpu_profile, 2)
+        backend.compile(fp32_artifacts[backend.name], {backend.thread_knob: value}, cpu_profile, 2)
 
 
 def test_foreign_artifact_is_a_build_error(backend: Backend, fp32_artifacts: dict[str, Artifact],
@@ -112,11 +120,12 @@ def test_foreign_artifact_is_a_build_error(backend: Backend, fp32_artifacts: dic
                 backend.compile(other, {}, cpu_profile, 2)
 
 
-def test_close_is_idempotent_and_final(backend: Backend, artifact: Artifact,
-                                       cpu_profile: HardwareProfile,
-                                       backends_split: DigitsSplit) -> None:
-    runner = backend.compile(artifact, {}, cpu_profile, batch_size=1)
-    runner.close()
-    runner.close()
+def test_close_is_idempotent_and_final(runner: Runner, backends_split: DigitsSplit) -> None:
+    # close() drops what the runner holds; a shallow copy shares the session, so closing the copy
+    # tests the contract on the real class without a second compile of the pooled runner.
+    doomed = copy.copy(runner)
+    doomed.close()
+    doomed.close()
     with pytest.raises(RuntimeError, match="closed"):
-        runner.run(backends_split.x_test[:1])
+        doomed.run(backends_split.x_test[:1])
+    assert runner.run(backends_split.x_test[:1]).shape == (1, 10)

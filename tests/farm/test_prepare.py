@@ -138,7 +138,7 @@ def test_a_batch_larger_than_the_test_split_cycles(cache_dir: Path) -> None:
     (_candidate("torch", "int8"), PROFILE,
      "torch eager int8 needs a quantized torch module; use onnxruntime for int8"),
     (_candidate("onnxruntime", "fp32"), PROFILE.model_copy(update={"kind": "cuda"}),
-     "no cuda runner for onnxruntime"),
+     "no CUDA runner for onnxruntime"),
     (_candidate("torch", "fp32"), PROFILE.model_copy(update={"backends": ["onnxruntime"]}),
      "device 'test-cpu' has no backend 'torch'"),
     (_candidate("onnxruntime", "int8"), PROFILE.model_copy(update={"precisions": ["fp32"]}),
@@ -154,3 +154,13 @@ def test_impossible_candidates_fail_before_any_training(
     with pytest.raises(BuildError, match=message):
         prepare_candidate(candidate, FAST, profile, tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_torch_compile_reports_its_compile_time_as_a_metric(
+        cache_dir: Path, prepared: dict[str, PreparedCandidate]) -> None:
+    profile = PROFILE.model_copy(update={"backends": [*PROFILE.backends, "torch_compile"]})
+    compiled = prepare_candidate(_candidate("torch_compile", "fp32", 7), FAST, profile, cache_dir)
+    with compiled.runner:
+        assert compiled.metrics["compile_seconds"] > 0
+        assert compiled.metrics["top1_agreement"] == 1.0
+    assert "compile_seconds" not in prepared["fp32"].metrics  # ONNX Runtime compiles nothing here

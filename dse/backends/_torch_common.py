@@ -1,0 +1,164 @@
+"""What the torch backends share: knob checks, precision and device placement, and the runner.
+
+The torch artifact is the trained fp32 module, shared by every candidate of an arch; the precision
+and device are applied here, on a copy, so the artifact stays fp32 and on the CPU.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dse.backends.base import Backend, Runner, default_threads, thread_knob
+from dse.backends.capabilities import CAPABILITIES
+from dse.build.artifact import TORCH_DTYPES
+from dse.exceptions import BuildError
+
+if TYPE_CHECKING:
+    import torch
+
+    from dse.build import Artifact
+    from dse.spec import HardwareProfile
+
+PRECISION_MODES = ("dtype", "autocast")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where and how a torch runner computes.
+
+    ``precision_mode`` "dtype" casts module and inputs to ``dtype``; "autocast" keeps the fp32
+    module and lets ``torch.autocast`` pick per operator. fp32 is fp32 either way.
+    """
+
+    precision: str
+    dtype: str
+    precision_mode: str
+    device: str
+    threads: int
+
+    @property
+    def autocast(self) -> bool:
+        return self.precision_mode == "autocast" and self.dtype != "float32"
+
+
+def resolve_placement(backend: Backend, artifact: Artifact, knobs: Mapping[str, Any],
+                      profile: HardwareProfile) -> Placement:
+    """Check knobs, artifact and device for a torch backend; BuildError naming what is wrong."""
+    backend.check_knobs(knobs)
+    threads = thread_knob(knobs, backend.thread_knob, default_threads(profile))
+    mode = knobs.get("precision_mode", "dtype")
+    if mode not in PRECISION_MODES:
+        raise BuildError(f"knob 'precision_mode' must be one of {list(PRECISION_MODES)}, "
+                         f"got {mode!r}")
+    if artifact.format != "torch" or artifact.module is None:
+        raise BuildError(f"{backend.name} runs a torch module, got a {artifact.format!r} artifact")
+    if artifact.precision not in TORCH_DTYPES:
+        raise BuildError(f"{backend.name} runs precisions {sorted(TORCH_DTYPES)}, "
+                         f"got {artifact.precision!r}")
+    device = "cpu" if profile.kind == "cpu" else "cuda"
+    if device == "cuda":
+        _check_cuda(backend.name, artifact.precision, profile)
+    return Placement(artifact.precision, TORCH_DTYPES[artifact.precision], str(mode), device,
+                     threads)
+
+
+def _check_cuda(backend: str, precision: str, profile: HardwareProfile) -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise BuildError(f"device {profile.name!r} is a {profile.kind} device, but torch "
+                         f"{torch.__version__} reports no CUDA device")
+    floor = CAPABILITIES[(backend, precision, profile.kind)].min_compute_capability
+    major, minor = torch.cuda.get_device_capability()
+    if floor is not None and float(f"{major}.{minor}") < floor:
+        raise BuildError(f"{backend} {precision} needs CUDA compute capability >= {floor}, but "
+                         f"{torch.cuda.get_device_name()} has {major}.{minor}")
+
+
+def place_module(artifact: Artifact, placement: Placement) -> torch.nn.Module:
+    """The artifact's module in eval mode on the placement's device and dtype.
+
+    A copy whenever the module changes, because ``Module.to`` converts in place and the artifact's
+    module is shared with other candidates (and cached trained weights).
+    """
+    import torch
+
+    module = artifact.module
+    assert module is not None  # resolve_placement checked it
+    cast = placement.dtype if placement.precision_mode == "dtype" else "float32"
+    if cast != "float32" or placement.device != "cpu":
+        module = copy.deepcopy(module).to(device=placement.device, dtype=getattr(torch, cast))
+    torch.set_num_threads(placement.threads)
+    return module.eval()
+
+
+def settings(backend: str, placement: Placement) -> dict[str, str]:
+    """The describe() entries every torch runner has."""
+    import torch
+
+    return {
+        "backend": backend,
+        "backend_version": torch.__version__,
+        "device": placement.device,
+        "precision": placement.precision,
+        "threads": str(placement.threads),
+        "precision_mode": placement.precision_mode,
+        "dtype": placement.dtype,
+    }
+
+
+class TorchRunner(Runner):
+    """Calls a module under ``torch.inference_mode`` and returns float32 numpy logits."""
+
+    def __init__(self, module: Callable[[torch.Tensor], torch.Tensor], placement: Placement,
+                 batch_size: int, settings: dict[str, str]) -> None:
+        self._module: Callable[[torch.Tensor], torch.Tensor] | None = module
+        self._placement = placement
+        self._settings = settings
+        self.batch_size = batch_size
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        import torch
+
+        if self._module is None:
+            raise RuntimeError(f"run() on a closed {self._settings['backend']} runner")
+        feed = np.ascontiguousarray(x, dtype=np.float32)
+        # A copy when torch.from_numpy would warn (read-only memory), or when a length-1 axis has
+        # an odd stride (numpy calls that contiguous): compiled graphs guard on exact strides and
+        # would recompile for it. A copy has the canonical strides.
+        if not feed.flags.writeable or feed.strides != _c_strides(feed):
+            feed = feed.copy()
+        place = self._placement
+        dtype = getattr(torch, place.dtype if place.precision_mode == "dtype" else "float32")
+        with torch.inference_mode(), torch.autocast(place.device, getattr(torch, place.dtype),
+                                                    enabled=place.autocast):
+            logits = self._module(torch.from_numpy(feed).to(place.device, dtype))
+            if place.device == "cuda":
+                # run() is synchronous by contract: timings must include the GPU's work.
+                torch.cuda.synchronize()
+            result: np.ndarray = logits.to("cpu", torch.float32).numpy()
+        return result
+
+    def describe(self) -> dict[str, str]:
+        import torch
+
+        # Read back, not echoed: shows if something changed torch's global pool since compile.
+        return {**self._settings, "torch_num_threads": str(torch.get_num_threads())}
+
+    def close(self) -> None:
+        self._module = None
+
+
+def _c_strides(array: np.ndarray) -> tuple[int, ...]:
+    """The strides of a freshly allocated C-order array of ``array``'s shape and dtype."""
+    strides = []
+    step = array.itemsize
+    for length in reversed(array.shape):
+        strides.append(step)
+        step *= length
+    return tuple(reversed(strides))

@@ -1,0 +1,110 @@
+"""torch.compile (inductor) of the trained module, in fp32, fp16 or bf16, on the CPU or a CUDA GPU."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dse.backends._torch_common import (
+    Placement,
+    TorchRunner,
+    place_module,
+    resolve_placement,
+    settings,
+)
+from dse.backends.base import Backend, Runner
+from dse.backends.registry import register_backend
+from dse.exceptions import BuildError
+
+if TYPE_CHECKING:
+    import torch
+
+    from dse.build import Artifact
+    from dse.spec import HardwareProfile
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+# Modes that cannot work without a CUDA device, and why; the capability table is keyed by
+# (backend, precision, device kind), so knob-level limits live with the backend.
+_CUDA_ONLY_MODES = {"reduce-overhead": "it records CUDA graphs, which need a CUDA device"}
+
+
+class TorchCompileRunner(TorchRunner):
+    """A compiled module, specialised (``dynamic=False``) to the candidate's batch size.
+
+    Attributes:
+        compile_seconds: wall time of the compile, i.e. of the first call, which is when torch
+            compiles; measured in :meth:`TorchCompileBackend.compile`.
+    """
+
+    def __init__(self, module: Callable[[torch.Tensor], torch.Tensor], placement: Placement,
+                 batch_size: int, settings: dict[str, str]) -> None:
+        super().__init__(module, placement, batch_size, settings)
+        self.compile_seconds = 0.0
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        rows = len(x)
+        if rows >= self.batch_size:
+            return super().run(x)
+        # A smaller batch (the tail of an accuracy pass) is padded to the compiled shape: the
+        # static graph would otherwise recompile for it. Eval-mode rows are independent, so the
+        # padding changes no real row's logits.
+        padded = np.zeros((self.batch_size, *x.shape[1:]), dtype=np.float32)
+        padded[:rows] = x
+        return super().run(padded)[:rows]
+
+    def describe(self) -> dict[str, str]:
+        return {**super().describe(), "compile_seconds": f"{self.compile_seconds:.3f}"}
+
+
+@register_backend
+class TorchCompileBackend(Backend):
+    """Compiles the trained module with ``torch.compile(mode=..., dynamic=False)``.
+
+    Knobs: ``num_threads`` and ``precision_mode`` as for eager torch (inductor's CPU kernels take
+    their thread count from torch's pool at compile time); ``mode`` ("default",
+    "reduce-overhead", "max-autotune"). ``compile`` includes the compile: it calls the compiled
+    module once on a zero batch of the candidate's batch size and records the time on the runner
+    (:attr:`TorchCompileRunner.compile_seconds`), so warm-up and timing never see it.
+    """
+
+    name = "torch_compile"
+    knobs = frozenset({"num_threads", "precision_mode", "mode"})
+    thread_knob = "num_threads"
+
+    def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
+                batch_size: int) -> Runner:
+        placement = resolve_placement(self, artifact, knobs, profile)
+        mode = knobs.get("mode", "default")
+        if mode not in COMPILE_MODES:
+            raise BuildError(f"knob 'mode' must be one of {list(COMPILE_MODES)}, got {mode!r}")
+        if placement.device != "cuda" and mode in _CUDA_ONLY_MODES:
+            raise BuildError(f"torch.compile mode {mode!r} cannot run on {profile.kind} device "
+                             f"{profile.name!r}: {_CUDA_ONLY_MODES[mode]}")
+        import torch
+
+        compiled = torch.compile(place_module(artifact, placement), mode=mode, dynamic=False)
+        runner = TorchCompileRunner(compiled, placement, batch_size,
+                                    {**settings(self.name, placement), "mode": str(mode)})
+        zeros = np.zeros((batch_size, *artifact.input_shape), dtype=np.float32)
+        start = time.perf_counter()
+        try:
+            runner.run(zeros)
+        # Dynamo and inductor failures (unsupported op, C++ compiler missing or failing) are all
+        # RuntimeErrors; OSError covers a compiler that cannot be started at all.
+        except (RuntimeError, OSError) as exc:
+            raise BuildError(f"torch.compile (mode {mode!r}, {placement.precision}) failed: "
+                             f"{type(exc).__name__}: {_first_line(exc)}") from exc
+        runner.compile_seconds = time.perf_counter() - start
+        return runner
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message that says something (inductor's run to pages)."""
+    for line in str(exc).splitlines():
+        text = line.strip()
+        if text and not text.startswith(("Traceback", "Set TORCH", "File ")):
+            return text
+    return repr(exc)

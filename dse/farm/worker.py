@@ -97,25 +97,29 @@ class DeviceWorker:
         def call() -> object:
             return runner.run(example)
 
-        sustained = measure.sustained_seconds > 0
-        # Telemetry covers the sustained run when there is one (that is where a device heats
-        # up), else exactly the timed single-stream window.
-        stats = measure_latency(
-            call, target_rel_ci=measure.target_rel_ci, min_iters=measure.min_iters,
-            max_iters=measure.max_iters, min_seconds=measure.min_seconds,
-            max_seconds=measure.max_seconds, warmup_max_seconds=measure.warmup_max_seconds,
-            on_window=None if sustained else window.mark)
-        metrics.update(latency_metrics(stats, candidate.batch_size, missing))
-        telemetry_stats = stats
-        if sustained:
-            run = measure_sustained(call, seconds=measure.sustained_seconds, on_window=window.mark)
-            metrics["latency_drift_pct"] = drift_pct(run.samples_ms)
-            telemetry_stats = run
-        if measure.offline_concurrency > 0:
-            offline = measure_offline(call, batch_size=candidate.batch_size,
-                                      concurrency=measure.offline_concurrency,
-                                      seconds=measure.offline_seconds)
-            metrics["offline_throughput_sps"] = offline.throughput_sps
+        try:
+            sustained = measure.sustained_seconds > 0
+            # Telemetry covers the sustained run when there is one (that is where a device heats
+            # up), else exactly the timed single-stream window.
+            stats = measure_latency(
+                call, target_rel_ci=measure.target_rel_ci, min_iters=measure.min_iters,
+                max_iters=measure.max_iters, min_seconds=measure.min_seconds,
+                max_seconds=measure.max_seconds, warmup_max_seconds=measure.warmup_max_seconds,
+                on_window=None if sustained else window.mark)
+            metrics.update(latency_metrics(stats, candidate.batch_size, missing))
+            telemetry_stats = stats
+            if sustained:
+                run = measure_sustained(call, seconds=measure.sustained_seconds, on_window=window.mark)
+                metrics["latency_drift_pct"] = drift_pct(run.samples_ms)
+                telemetry_stats = run
+            if measure.offline_concurrency > 0:
+                offline = measure_offline(call, batch_size=candidate.batch_size,
+                                          concurrency=measure.offline_concurrency,
+                                          seconds=measure.offline_seconds)
+                metrics["offline_throughput_sps"] = offline.throughput_sps
+        finally:
+            # A runner that crashed mid-window must not leave samplers running into the next trial.
+            window.close()
         metrics.update(window.summarize(telemetry_stats.n * candidate.batch_size))
         provenance.update(window.provenance())
         provenance.update(prepared.provenance)
@@ -169,15 +173,23 @@ class _TelemetryWindow:
                 missing.update({name: why for name in probe.provides})
         self.start = self.end = float("nan")
         self.traces: list[tuple[Probe, Trace]] = []
+        self._open = False
 
     def mark(self, opening: bool) -> None:
         if opening:
             for probe in self.active:
                 probe.start()
+            self._open = True
             self.start = time.time()
         else:
             self.end = time.time()
             self.traces = [(probe, probe.stop()) for probe in self.active]
+            self._open = False
+
+    def close(self) -> None:
+        """Stop the probes if the window is still open (the measurement raised inside it)."""
+        if self._open:
+            self.mark(False)
 
     def summarize(self, inferences: int) -> dict[str, float]:
         window = Window(self.start, self.end, inferences)

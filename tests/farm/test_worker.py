@@ -49,3 +49,43 @@ def test_a_candidate_the_device_cannot_run_is_infeasible_not_an_error(tmp_path: 
     assert result.status == "infeasible"
     assert "int8" in result.reason
     assert result.metrics == {}
+
+
+def test_a_runner_crashing_mid_window_stops_the_probes(tmp_path: Path) -> None:
+    import numpy as np
+
+    from dse.backends import Runner
+    from dse.farm.prepare import PreparedCandidate
+
+    class CrashingRunner(Runner):
+        """Fails on its 50th call, inside the timed window (a device lost mid-measurement)."""
+
+        batch_size = 1
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def run(self, x: np.ndarray) -> np.ndarray:
+            self.calls += 1
+            if self.calls == 50:
+                raise RuntimeError("device lost")
+            return np.zeros((len(x), 10), dtype=np.float32)
+
+        def describe(self) -> dict[str, str]:
+            return {}
+
+        def close(self) -> None:
+            pass
+
+    profile = HardwareProfile.model_validate(yaml.safe_load(LOCAL_CPU))
+    worker = DeviceWorker(profile, str(tmp_path))
+    prepared = PreparedCandidate(CrashingRunner(), np.zeros((1, 1, 8, 8), np.float32), {}, {})
+    candidate = Candidate("cnn", TINY_ARCH, "fp32", 1, "onnxruntime", {})
+    measure = MeasureSpec(warmup_max_seconds=0.0, min_seconds=1.0, max_seconds=2.0)
+    try:
+        worker._measure(candidate, prepared, measure, {})
+    except RuntimeError as exc:
+        assert "device lost" in str(exc)
+    else:
+        raise AssertionError("the crash did not surface")
+    assert all(probe._thread is None for probe in worker.probes)

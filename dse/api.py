@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dse.exceptions import SpecError
+from dse.exceptions import DseError, SpecError
 from dse.search.loop import ProgressCallback
 from dse.spec import (
     KINDS,
@@ -146,6 +146,11 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
     start_embedded(list(experiment.devices))
     dispatcher = Dispatcher(list(experiment.devices), experiment.cache_dir)
     loop = SearchLoop(experiment, study, dispatcher, run_dir, on_trial=on_trial)
-    loop.run()
+    try:
+        loop.run()
+    except DseError:
+        if report:  # the run stopped (too many failures): what was measured still gets its tables
+            write_report(experiment)
+        raise
     dashboard = write_report(experiment)[2] if report else None
     return CampaignResult(experiment, run_dir, dashboard)

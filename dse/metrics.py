@@ -62,7 +62,8 @@ METRICS: dict[str, MetricSpec] = _table(
     MetricSpec("latency_max_ms", "ms", MIN, "Slowest timed call."),
     MetricSpec("latency_iqr_ms", "ms", MIN, "Interquartile range (p75 - p25) of the latency."),
     MetricSpec("first_call_ms", "ms", MIN,
-               "Latency of the very first call (lazy initialisation, compilation), kept apart."),
+               "Latency of the runner's very first call once built (lazy initialisation, "
+               "allocation), kept apart from the samples; a compile step is compile_seconds."),
     MetricSpec("offline_throughput_sps", "samples/s", MAX,
                "Samples per second with several requests in flight at once (offline scenario)."),
     MetricSpec("latency_drift_pct", "%", MIN,

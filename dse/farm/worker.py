@@ -133,6 +133,7 @@ class DeviceWorker:
             "stationary": str(stats.stationary),
             "warmup_iters": str(stats.warmup_iters),
             "timer_overhead_ns": f"{stats.timer_overhead_ns:.0f}",
+            "harness_first_call_ms": f"{stats.first_call_ms:.4f}",
         })
         samples = {"latency_ms": stats.samples_ms, **window.trace_samples()}
         return Measurement(candidate.candidate_id, "ok", metrics=metrics, missing=missing,
@@ -148,7 +149,7 @@ def latency_metrics(stats: LatencyStats, batch_size: int,
         "latency_p999_ms": stats.p999_ms, "latency_mean_ms": stats.mean_ms,
         "latency_std_ms": stats.std_ms, "latency_min_ms": stats.min_ms,
         "latency_max_ms": stats.max_ms, "latency_iqr_ms": stats.iqr_ms,
-        "first_call_ms": stats.first_call_ms, "throughput_sps": stats.throughput(batch_size),
+        "throughput_sps": stats.throughput(batch_size),
     }
     for name, ci in (("p50", stats.p50_ci_ms), ("p99", stats.p99_ci_ms)):
         if ci is None:
@@ -173,6 +174,7 @@ class _TelemetryWindow:
                 missing.update({name: why for name in probe.provides})
         self.start = self.end = float("nan")
         self.traces: list[tuple[Probe, Trace]] = []
+        self.shadowed: dict[str, str] = {}
         self._open = False
 
     def mark(self, opening: bool) -> None:
@@ -192,17 +194,29 @@ class _TelemetryWindow:
             self.mark(False)
 
     def summarize(self, inferences: int) -> dict[str, float]:
+        """Metrics of every probe. Where two probes give the same metric (nvml and rapl both give
+        power), the one listed first in the profile wins and the other's value is noted in
+        provenance; a metric that has a value is never also reported missing."""
         window = Window(self.start, self.end, inferences)
         metrics: dict[str, float] = {}
+        self.shadowed = {}
         for probe, trace in self.traces:
             result = probe.summarize(trace, window)
-            metrics.update(result.metrics)
-            self.missing.update({k: v for k, v in result.missing.items() if k not in metrics})
+            for name, value in result.metrics.items():
+                if name in metrics:
+                    self.shadowed[f"{probe.name}.shadowed.{name}"] = f"{value:.6g}"
+                else:
+                    metrics[name] = value
+            for name, reason in result.missing.items():
+                self.missing.setdefault(name, reason)
+        for name in metrics:
+            self.missing.pop(name, None)
         return metrics
 
     def provenance(self) -> dict[str, str]:
-        return {f"{probe.name}.{key}": value for probe, trace in self.traces
-                for key, value in probe.provenance(trace).items()}
+        facts = {f"{probe.name}.{key}": value for probe, trace in self.traces
+                 for key, value in probe.provenance(trace).items()}
+        return {**facts, **self.shadowed}
 
     def trace_samples(self) -> dict[str, list[float]]:
         """Every probe's readings, kept beside the latencies (``trace.<probe>.time_s`` and

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dse.candidate import Candidate
+from dse.exceptions import DseError
 from dse.measurement import Measurement
 from dse.search.space import suggest_candidate
 from dse.spec import Experiment
@@ -88,24 +89,37 @@ class SearchLoop:
         return completed, failed
 
     def _recover(self) -> None:
-        """Learn earlier results, and fail trials a dead driver left running (re-queued once)."""
+        """Learn earlier results; fail trials a dead driver left running and re-queue them once,
+        and re-queue once the candidates an interrupt or a crash stopped mid-measurement."""
         import optuna
         from optuna.trial import TrialState
 
-        for frozen in self.study.get_trials(deepcopy=False):
+        for frozen in sorted(self.study.get_trials(deepcopy=False), key=lambda t: t.number):
             attrs = frozen.user_attrs
-            if frozen.state in (TrialState.COMPLETE, TrialState.FAIL) and "status" in attrs:
-                self.known.setdefault(attrs["candidate_id"], _Known(
-                    frozen.number, attrs["status"], attrs.get("reason", ""),
-                    attrs.get("metrics", {}), attrs.get("missing", {})))
-            elif frozen.state == TrialState.RUNNING:
+            if frozen.state == TrialState.RUNNING:
                 trial = optuna.trial.Trial(self.study, frozen._trial_id)
                 trial.set_user_attr("status", "failed")
                 trial.set_user_attr("reason", "the driver stopped while this trial ran")
+                trial.set_user_attr("interrupted", True)
                 self.study.tell(frozen.number, state=TrialState.FAIL)
-                if "requeued_from" not in attrs:
-                    self.study.enqueue_trial(frozen.params,
-                                             user_attrs={"requeued_from": frozen.number})
+                self._requeue_once(frozen)
+            elif attrs.get("interrupted"):
+                # Never measured to the end: no result to reuse, so measure it again (once).
+                self._requeue_once(frozen)
+            elif "candidate_id" in attrs and "status" in attrs:
+                known = self.known.get(attrs["candidate_id"])
+                # A later success replaces an earlier failure of the same candidate.
+                if known is None or (known.status != "ok" and attrs["status"] == "ok"):
+                    self.known[attrs["candidate_id"]] = _Known(
+                        frozen.number, attrs["status"], attrs.get("reason", ""),
+                        attrs.get("metrics", {}), attrs.get("missing", {}))
+
+    def _requeue_once(self, frozen: optuna.trial.FrozenTrial) -> None:
+        if "requeued_from" in frozen.user_attrs or not frozen.params:
+            return
+        requeued = {t.user_attrs.get("requeued_from") for t in self.study.get_trials(deepcopy=False)}
+        if frozen.number not in requeued:
+            self.study.enqueue_trial(frozen.params, user_attrs={"requeued_from": frozen.number})
 
     # -- one trial ---------------------------------------------------------------------------
 
@@ -173,28 +187,43 @@ class SearchLoop:
     # -- the loop ----------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Measure until the budget is met. On Ctrl-C the trial in flight is failed, then re-raised."""
+        """Measure until the budget is met.
+
+        On Ctrl-C the trial in flight is failed as interrupted (re-queued on the next run), then
+        the interrupt is re-raised. A dse bug fails the trial with the error and stops the run.
+        Too many failed or infeasible trials stop the run with an error naming the last reason.
+        """
         from optuna.trial import TrialState
 
         self._recover()
         budget = self.experiment.spec.budget
         failed_here = 0
+        last_failure = ""
         completed, _ = self._counts()
-        while completed < budget.trials and failed_here < budget.max_failed:
+        while completed < budget.trials:
             trial = self.study.ask()
             try:
                 candidate, status, reason, metrics, reused = self._run_one(trial)
-            except BaseException:
-                # Interrupted (Ctrl-C) or a bug: leave the study consistent, nothing half-written.
+            except BaseException as exc:
+                # Leave the study consistent, nothing half-written, and say what happened.
                 self.dispatcher.cancel()
+                interrupted = isinstance(exc, KeyboardInterrupt)
                 trial.set_user_attr("status", "failed")
-                trial.set_user_attr("reason", "interrupted before the measurement finished")
+                trial.set_user_attr("interrupted", True)
+                trial.set_user_attr("reason", "interrupted before the measurement finished"
+                                    if interrupted else f"dse error: {type(exc).__name__}: {exc}")
                 self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
                 raise
             if status == "ok":
                 completed += 1
             else:
                 failed_here += 1
+                last_failure = f"trial {trial.number} {status}: {reason}"
             if self.on_trial is not None:
                 self.on_trial(TrialOutcome(trial.number, candidate, status, reason, metrics,
                                            reused, completed, budget.trials))
+            if failed_here >= budget.max_failed and completed < budget.trials:
+                raise DseError(
+                    f"{self.experiment.path}: budget.max_failed: stopped after {failed_here} failed "
+                    f"or infeasible trials in this run ({completed} of {budget.trials} completed); "
+                    f"last: {last_failure}")

@@ -219,8 +219,9 @@ class BudgetSpec(Strict):
     """When the campaign stops."""
 
     trials: int = Field(ge=1, le=1_000_000, description="Completed trials the campaign aims for.")
-    max_failed: int = Field(default=50, ge=0,
-                            description="Stop after this many failed or infeasible trials.")
+    max_failed: int = Field(default=50, ge=1,
+                            description="Stop, with an error, after this many failed or "
+                                        "infeasible trials in one run.")
     trial_timeout_s: float = Field(default=600.0, gt=0,
                                    description="A trial still running after this is failed.")
 

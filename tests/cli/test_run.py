@@ -61,6 +61,11 @@ def test_ctrl_c_then_rerun_completes_without_remeasuring(tiny_campaign: Path) ->
     assert all(complete[n] == v for n, v in first.items())
     new_numbers = [n for n in complete if n not in first]
     assert min(new_numbers) > max(first)
+    # A candidate the interrupt caught mid-measurement is measured again on the rerun, once.
+    for stopped in (t for t in study.trials if t.user_attrs.get("interrupted")):
+        retries = [t for t in study.trials if t.user_attrs.get("requeued_from") == stopped.number]
+        assert len(retries) == 1
+        assert retries[0].state == optuna.trial.TrialState.COMPLETE
     assert (tiny_campaign.parent.parent / "dashboards" / "interrupted.html").is_file()
 
 

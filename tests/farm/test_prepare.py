@@ -23,7 +23,7 @@ FAST = TrainingSpec(epochs=2, batch_size=64, learning_rate=0.02, seed=0, threads
 PROFILE = HardwareProfile(name="test-cpu", kind="cpu", backends=["onnxruntime", "torch"],
                           precisions=["fp32", "int8"], max_threads=1)
 METRICS = {"accuracy", "params_m", "model_size_mb", "build_seconds", "train_seconds",
-           "max_abs_error", "rel_l2_error", "top1_agreement"}
+           "max_abs_error", "rel_l2_error", "top1_agreement", "first_call_ms"}
 
 
 def _candidate(backend: str, precision: str, batch_size: int = 8, **changes: Any) -> Candidate:

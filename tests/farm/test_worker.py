@@ -89,3 +89,35 @@ def test_a_runner_crashing_mid_window_stops_the_probes(tmp_path: Path) -> None:
     else:
         raise AssertionError("the crash did not surface")
     assert all(probe._thread is None for probe in worker.probes)
+
+
+def test_the_first_listed_probe_wins_a_shared_metric() -> None:
+    from dse.farm.worker import _TelemetryWindow
+    from dse.measure.telemetry import Probe, ProbeResult, Trace, Window
+
+    class Fixed(Probe):
+        provides = ("power_mean_w",)
+
+        def __init__(self, name: str, watts: float | None, why: str = "") -> None:
+            super().__init__(interval_s=1.0)
+            self.name, self.watts, self.why = name, watts, why
+
+        def available(self) -> tuple[bool, str]:
+            return True, ""
+
+        def read(self) -> dict[str, float]:
+            return {}
+
+        def summarize(self, trace: Trace, window: Window) -> ProbeResult:
+            if self.watts is None:
+                return ProbeResult(missing={"power_mean_w": self.why})
+            return ProbeResult(metrics={"power_mean_w": self.watts})
+
+    missing: dict[str, str] = {}
+    window = _TelemetryWindow([Fixed("absent", None, "no counter"), Fixed("gpu", 200.0),
+                               Fixed("cpu", 15.0)], missing)
+    window.mark(True)
+    window.mark(False)
+    assert window.summarize(10) == {"power_mean_w": 200.0}
+    assert "power_mean_w" not in missing
+    assert window.provenance() == {"cpu.shadowed.power_mean_w": "15"}

@@ -87,7 +87,10 @@ def test_rapl_sums_packages_across_a_wraparound(tmp_path: Path) -> None:
     assert trace.units["intel-rapl:1/energy_uj"] == "uJ"
     result = probe.summarize(trace, window)
     assert result.missing == {}
-    assert result.metrics["energy_per_inference_mj"] == pytest.approx(3.0)  # 3 J / 1000
+    # 3 J over the readings' span; the window's inferences are charged only the window's share
+    # (mean power x window length), not the idle margins around it.
+    assert result.metrics["energy_per_inference_mj"] == pytest.approx(
+        3.0 * window.seconds / span(trace))  # (3 J / span) x window / 1000 inferences, in mJ
     assert result.metrics["power_mean_w"] == pytest.approx(3.0 / span(trace))
 
 
@@ -114,14 +117,16 @@ def test_rapl_counts_only_msr_packages_on_a_client(tmp_path: Path) -> None:
     probe = RaplProbe(root, interval_s=SLOW)
     trace, window = measure(probe, work, inferences=10)
     assert {name.split("/")[0] for name in trace.channels} == {"intel-rapl:0"}
-    assert probe.summarize(trace, window).metrics["energy_per_inference_mj"] == pytest.approx(100.0)
+    assert probe.summarize(trace, window).metrics["energy_per_inference_mj"] == pytest.approx(
+        100.0 * window.seconds / span(trace))  # 1 J / 10 inferences, window's share of the span
 
 
 def test_rapl_on_amd_uses_the_same_zones(tmp_path: Path) -> None:
     root = host(tmp_path, "cpu-amd")
     probe = RaplProbe(root, interval_s=SLOW)
     trace, window = measure(probe, lambda: put(root / RAPL / "intel-rapl:0/energy_uj", 72_000_000), 4)
-    assert probe.summarize(trace, window).metrics["energy_per_inference_mj"] == pytest.approx(500.0)
+    assert probe.summarize(trace, window).metrics["energy_per_inference_mj"] == pytest.approx(
+        500.0 * window.seconds / span(trace))  # 2 J / 4 inferences, window's share of the span
 
 
 def test_rapl_without_inferences_still_gives_power(tmp_path: Path) -> None:

@@ -71,7 +71,7 @@ def test_energy_metrics() -> None:
 def test_energy_metrics_says_what_it_cannot_divide() -> None:
     result = energy_metrics(8.0, Window(start=1.0, end=1.0, inferences=0))
     assert result.metrics == {}
-    assert "no inference" in result.missing["energy_per_inference_mj"]
+    assert "no time" in result.missing["energy_per_inference_mj"]
     assert "covers no time" in result.missing["power_mean_w"]
 
 
@@ -131,6 +131,8 @@ def test_power_energy_integrates_only_the_bracketing_readings() -> None:
     # bridged: 1 x (20 + 40) / 2 + 2 x (40 + 100) / 2 = 170 J over 3 s.
     result = power_energy([0.0, 1.0, 2.0, 3.0, 4.0], [100.0, 20.0, 40.0, NAN, 100.0], window)
     assert result.metrics["power_mean_w"] == pytest.approx(170.0 / 3)
-    assert result.metrics["energy_per_inference_mj"] == pytest.approx(170.0 / 4 * 1000)
+    # Mean power over the bracketing readings (170 J / 3 s), times the window's 2 s, over its 4
+    # inferences: 170/3 x 2 / 4 J = 28.33 J each (not the 42.5 J of billing the whole span).
+    assert result.metrics["energy_per_inference_mj"] == pytest.approx(170.0 / 3 * 2 / 4 * 1000)
     with pytest.raises(TelemetryGapError, match="do not bracket the window"):
         power_energy([1.5, 4.0], [10.0, 10.0], window)

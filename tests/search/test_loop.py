@@ -97,3 +97,30 @@ def test_a_trial_left_running_by_a_dead_driver_is_failed_and_requeued_once(
     assert len(retried) == 1
     assert retried[0].state == optuna.trial.TrialState.COMPLETE
     assert retried[0].params == orphan.params
+
+    # A second resume learns from that history without tripping over the orphan.
+    tiny_campaign.write_text(tiny_experiment_text(2, name="orphan"))
+    run_campaign(load_experiment(tiny_campaign), report=False)
+    study = optuna.load_study(study_name="orphan",
+                              storage=f"sqlite:///{experiment.run_dir / 'study.db'}")
+    assert sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials) == 2
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_trials_that_time_out_are_failed_with_the_reason_and_stop_the_run(
+        tiny_campaign: Path) -> None:
+    from dse.exceptions import DseError
+
+    tiny_campaign.write_text(tiny_experiment_text(3, name="timeouts").replace(
+        "budget: {trials: 3}", "budget: {trials: 3, trial_timeout_s: 0.01, max_failed: 2}"))
+    with pytest.raises(DseError, match=r"budget\.max_failed: stopped after 2 failed"):
+        run_campaign(tiny_campaign)
+    experiment = load_experiment(tiny_campaign)
+    study = optuna.load_study(study_name="timeouts",
+                              storage=f"sqlite:///{experiment.run_dir / 'study.db'}")
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.FAIL] * 2
+    for trial in study.trials:
+        assert trial.user_attrs["status"] == "failed"
+        assert trial.user_attrs["reason"].startswith("timed out after 0.01 s")
+    # What was measured (here: the failures) still reaches the tables.
+    assert (experiment.run_dir / "trials.parquet").is_file()

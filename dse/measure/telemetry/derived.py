@@ -141,21 +141,27 @@ def power_energy(timestamps: Sequence[float], watts: Sequence[float], window: Wi
 def energy_metrics(joules: float, window: Window, seconds: float | None = None) -> ProbeResult:
     """``energy_per_inference_mj`` and ``power_mean_w`` of an energy figure for ``window``.
 
-    ``seconds`` is the time the energy covers when that is not the window itself — a counter
-    read just before and just after it covers slightly more, and its mean power is energy over
-    that span. What cannot be divided (no inference, no time) goes to ``missing``.
+    ``seconds`` is the time the energy covers when that is not the window itself — readings
+    taken just before and just after it cover more. The mean power is energy over that span, and
+    the energy charged to the window's inferences is that mean power times the *window's* length:
+    dividing the whole span's energy by the window's inferences would bill them for the idle
+    margins (10-50% with a 100 ms sampler and sub-second windows). What cannot be divided (no
+    inference, no time) goes to ``missing``.
     """
     covered = window.seconds if seconds is None else seconds
     result = ProbeResult()
-    if window.inferences > 0:
-        result.metrics["energy_per_inference_mj"] = joules * 1e3 / window.inferences
+    if covered <= 0:
+        reason = f"the energy covers no time ({covered=} s)"
+        result.missing["power_mean_w"] = result.missing["energy_per_inference_mj"] = reason
+        return result
+    power = joules / covered
+    result.metrics["power_mean_w"] = power
+    if window.inferences > 0 and window.seconds > 0:
+        result.metrics["energy_per_inference_mj"] = power * window.seconds * 1e3 / window.inferences
     else:
         result.missing["energy_per_inference_mj"] = (
-            f"the window holds no inference ({window.inferences=})")
-    if covered > 0:
-        result.metrics["power_mean_w"] = joules / covered
-    else:
-        result.missing["power_mean_w"] = f"the energy covers no time ({covered=} s)"
+            f"the window holds no inference or no time ({window.inferences=}, "
+            f"{window.seconds=} s)")
     return result
 
 

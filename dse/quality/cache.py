@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import pickle
-import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dse.atomic import atomic_write
 from dse.candidate import stable_hash
 from dse.models import get_family
 from dse.quality.digits import load_digits_split
@@ -98,11 +97,11 @@ def train_or_load(family_name: str, arch: Mapping[str, Any], training: TrainingS
                                  split.x_test, split.y_test, EVAL_BATCH)
 
     cache_dir.mkdir(parents=True, exist_ok=True)
-    _write_atomic(weights_path, lambda path: torch.save(module.state_dict(), path))
+    atomic_write(weights_path, lambda path: torch.save(module.state_dict(), path))
     meta = {"family": family_name, "arch": full_arch, "training": training.model_dump(),
             "fp32_accuracy": fp32_accuracy, "train_seconds": seconds}
     # The metadata goes last: its presence marks a complete entry.
-    _write_atomic(meta_path, lambda path: path.write_text(json.dumps(meta, indent=1)))
+    atomic_write(meta_path, lambda path: path.write_text(json.dumps(meta, indent=1)))
     return TrainedModel(module, fp32_accuracy, seconds, False, key, family.input_shape)
 
 
@@ -124,14 +123,3 @@ def _load(family: ModelFamily, arch: dict[str, Any], weights_path: Path,
     module.eval()
     return module, fp32_accuracy
 
-
-def _write_atomic(path: Path, write: Callable[[Path], object]) -> None:
-    """Write through a temporary file in the same folder, then rename: readers never see half."""
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

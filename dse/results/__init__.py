@@ -1,5 +1,6 @@
 """Study storage -> tidy tables (one row per trial, unit-suffixed columns) and their files."""
 
+from dse.atomic import atomic_write, atomic_write_text
 from dse.results.columns import (
     CONSTRAINT_PREFIX,
     IDENTITY_COLUMNS,
@@ -12,7 +13,6 @@ from dse.results.columns import (
     param_columns,
 )
 from dse.results.export import load_study, write_results
-from dse.results.files import atomic_write, atomic_write_text
 from dse.results.table import (
     competing_mask,
     front_frame,

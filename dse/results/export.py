@@ -8,8 +8,8 @@ from urllib.parse import quote
 
 import optuna
 
+from dse.atomic import atomic_write
 from dse.exceptions import DseError
-from dse.results.files import atomic_write
 from dse.results.table import front_frame, trials_frame
 
 STUDY_FILE = "study.db"

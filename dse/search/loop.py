@@ -9,8 +9,6 @@ and, where they apply, ``reused_from`` and ``samples_file``.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dse.atomic import atomic_write
 from dse.candidate import Candidate
 from dse.exceptions import DseError
 from dse.measurement import Measurement
@@ -155,10 +154,12 @@ class SearchLoop:
         target = folder / f"trial-{number:05d}.npz"
         arrays: dict[str, Any] = {k: np.asarray(v, dtype=np.float64)
                                   for k, v in measurement.samples.items()}
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp.npz")
-        os.close(fd)
-        np.savez_compressed(tmp, **arrays)
-        os.replace(tmp, target)
+        # A file object, so numpy does not append ".npz" to the temporary name.
+        def write(tmp: Path) -> None:
+            with tmp.open("wb") as stream:
+                np.savez_compressed(stream, **arrays)
+
+        atomic_write(target, write)
         return str(target.relative_to(self.run_dir))
 
     def _run_one(self, trial: optuna.Trial) -> tuple[Candidate, str, str, dict[str, float], int | None]:

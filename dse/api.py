@@ -16,6 +16,7 @@ from dse.spec import (
     SearchSpace,
     guess_kind,
     load_experiment_files,
+    load_model,
     read_yaml,
 )
 
@@ -72,19 +73,11 @@ def validate_files(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
             if kind == "experiment":
                 load_experiment(path)
             else:
-                model = KINDS[kind].model_validate(read_yaml(path))
+                model = load_model(path, KINDS[kind])
                 if isinstance(model, SearchSpace):
                     problems.extend(_check_space(path, model))
         except SpecError as exc:
             problems.extend(exc.problems)
-        except ValueError as exc:  # pydantic's ValidationError for the non-experiment kinds
-            from pydantic import ValidationError
-
-            from dse.spec.errors import describe_validation_error
-
-            if not isinstance(exc, ValidationError):
-                raise
-            problems.extend(describe_validation_error(path, KINDS[kind], exc))
     return problems
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dse.candidate import Candidate
 from dse.exceptions import BuildError, MeasurementError
@@ -19,6 +20,10 @@ from dse.measure.stats import LatencyStats, drift_pct
 from dse.measure.telemetry import PROBES, Probe, Trace, Window
 from dse.measurement import Measurement
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
+
+if TYPE_CHECKING:
+    # Only for the annotation: prepare pulls in torch-side modules the actor loads lazily.
+    from dse.farm.prepare import PreparedCandidate
 
 
 def _normal_priority() -> str:
@@ -84,11 +89,8 @@ class DeviceWorker:
         finally:
             prepared.runner.close()
 
-    def _measure(self, candidate: Candidate, prepared: object, measure: MeasureSpec,
+    def _measure(self, candidate: Candidate, prepared: PreparedCandidate, measure: MeasureSpec,
                  provenance: dict[str, str]) -> Measurement:
-        from dse.farm.prepare import PreparedCandidate
-
-        assert isinstance(prepared, PreparedCandidate)
         runner, example = prepared.runner, prepared.example
         metrics = dict(prepared.metrics)
         missing: dict[str, str] = {}

@@ -121,29 +121,42 @@ def write_report(experiment: Experiment) -> tuple[Path, Path, Path]:
 
 
 def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
-                 on_trial: ProgressCallback | None = None, report: bool = True) -> CampaignResult:
-    """Run (or resume) a campaign until its budget of completed trials is met.
+                 on_trial: ProgressCallback | None = None, report: bool = True,
+                 address: str | None = None) -> CampaignResult:
+    """Run (or resume) a campaign until every device profile's budget of completed trials is met.
 
-    Starts an embedded Ray with one device worker per profile, drives the Optuna study, and
-    writes results and the dashboard. Ctrl-C leaves the study consistent; calling again resumes.
+    Without an address (argument, else the experiment's ``farm.address``) an embedded local Ray
+    starts with one device per profile; with one, the campaign runs on the devices that
+    ``dse worker`` joined to that cluster. Drives one Optuna study per profile and writes results
+    and the dashboard. Ctrl-C leaves the studies consistent; calling again resumes.
     """
-    from dse.farm.cluster import start_embedded
+    from dse.farm.cluster import connect, start_embedded
     from dse.farm.dispatcher import Dispatcher
     from dse.search.loop import SearchLoop
-    from dse.search.study import open_study
+    from dse.search.study import open_studies
 
     if not isinstance(experiment, Experiment):
         experiment = load_experiment(experiment)
     run_dir = experiment.run_dir
-    study = open_study(run_dir, experiment.name, experiment.space, experiment.spec.sampler)
-    start_embedded(list(experiment.devices))
-    dispatcher = Dispatcher(list(experiment.devices), experiment.cache_dir)
-    loop = SearchLoop(experiment, study, dispatcher, run_dir, on_trial=on_trial)
+    profiles = list(experiment.devices)
+    studies = open_studies(run_dir, experiment.name, experiment.space, experiment.spec.sampler,
+                           [p.name for p in profiles])
+    address = address or experiment.spec.farm.address
+    if address:
+        connect(address)
+    else:
+        start_embedded(profiles)
+    farm = experiment.spec.farm
+    dispatcher = Dispatcher(profiles, experiment.cache_dir, max_retries=farm.max_retries,
+                            quarantine_after=farm.quarantine_after)
+    loop = SearchLoop(experiment, studies, dispatcher, run_dir, on_trial=on_trial)
     try:
         loop.run()
     except DseError:
         if report:  # the run stopped (too many failures): what was measured still gets its tables
             write_report(experiment)
         raise
+    finally:
+        dispatcher.cancel()  # the workers go; caches on disk stay for the next run
     dashboard = write_report(experiment)[2] if report else None
     return CampaignResult(experiment, run_dir, dashboard)

@@ -30,39 +30,101 @@ class Capability:
     min_compute_capability: float | None = None
 
 
-BACKEND_NAMES = ("onnxruntime", "torch", "torch_compile")
-PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+BACKEND_NAMES = ("onnxruntime", "onnxruntime_cuda", "onnxruntime_tensorrt", "tensorrt", "torch",
+                 "torch_compile")
+PRECISIONS = ("fp32", "fp16", "bf16", "int8", "fp8")
 DEVICE_KINDS = ("cpu", "cuda", "jetson")
 
-# bf16 arithmetic arrived with Ampere (8.0); Triton, inductor's GPU code generator, needs Volta (7.0).
+# bf16 arithmetic arrived with Ampere (8.0); Triton, inductor's GPU code generator, needs Volta (7.0);
+# fp8 tensor cores arrived with Ada/Hopper (8.9). Jetson Orin is 8.7: bf16 yes, fp8 no.
 _BF16_CC = 8.0
 _TRITON_CC = 7.0
+_FP8_CC = 8.9
 _TORCH_FLOATS = ("fp32", "fp16", "bf16")
 _TORCH_RUNS = {"torch": "eager PyTorch", "torch_compile": "torch.compile (inductor)"}
+_NO_GPU = "needs a CUDA device; a cpu profile has none"
+
+
+def _gpu_runtime(kind: str, what: str) -> str:
+    return f"{what} ({'JetPack build' if kind == 'jetson' else 'CUDA build'})"
 
 
 def _onnxruntime(precision: str, kind: str) -> Capability:
     if kind != "cpu":
-        # The installed onnxruntime is the CPU build: on a GPU box it would measure the host CPU.
-        return Capability(False, "dse has no CUDA runner for onnxruntime yet",
-                          "onnxruntime-gpu with the CUDA or TensorRT execution provider")
+        return Capability(False, "the onnxruntime backend is ONNX Runtime's CPU execution provider: "
+                                 "on a GPU device it would measure the host CPU; use "
+                                 "onnxruntime_cuda or onnxruntime_tensorrt",
+                          "a cpu device profile")
     if precision == "fp32":
         return Capability(True, "ONNX Runtime CPU execution provider", "onnxruntime")
     if precision == "int8":
         return Capability(
             True, "ONNX Runtime static int8 quantization (QDQ) on the CPU execution provider",
             "onnxruntime (with its quantization tools)")
-    return Capability(False, "dse builds no fp16/bf16 ONNX artifact yet (ONNX precision transforms "
-                             "arrive with the TensorRT/CUDA providers)",
-                      "an fp16/bf16 ONNX precision transform")
+    if precision == "fp8":
+        return Capability(False, "CPUs have no fp8 arithmetic: ONNX Runtime's CPU provider would run "
+                                 "fp8 Q/DQ as fp32; fp8 runs on TensorRT (tensorrt backend, compute "
+                                 f"capability >= {_FP8_CC})", "a GPU with fp8 tensor cores")
+    if precision == "fp16":
+        # Measured (onnxruntime 1.32, x86): the fp16 graph loads, but ORT inserts casts and runs
+        # every Conv/Gemm in fp32 — 1.9x slower than the fp32 graph, and not an fp16 result.
+        return Capability(False, "ONNX Runtime's CPU execution provider has no fp16 Conv/Gemm "
+                                 "kernels on x86: it inserts casts and computes in fp32; use torch "
+                                 "for fp16 on a CPU", "an execution provider with fp16 kernels")
+    return Capability(False, "ONNX Runtime's CPU execution provider has no bf16 Conv kernel (the "
+                             "bf16 graph does not load); use torch for bf16 on a CPU",
+                      "an execution provider with bf16 kernels")
+
+
+def _onnxruntime_cuda(precision: str, kind: str) -> Capability:
+    needs = _gpu_runtime(kind, "onnxruntime-gpu with the CUDA execution provider")
+    if kind == "cpu":
+        return Capability(False, f"onnxruntime_cuda {_NO_GPU}", needs)
+    if precision in ("fp32", "fp16"):
+        return Capability(True, f"ONNX Runtime CUDA execution provider, {precision} ONNX graph "
+                                "(float32 inputs and outputs)", needs)
+    if precision == "bf16":
+        return Capability(False, "ONNX Runtime's CUDA execution provider has no bf16 Conv kernel; "
+                                 "use tensorrt or torch for bf16", needs)
+    return Capability(False, f"ONNX Runtime's CUDA execution provider runs {precision} Q/DQ "
+                             "graphs dequantized in fp32; use onnxruntime_tensorrt or tensorrt for "
+                             f"{precision}", needs)
+
+
+def _onnxruntime_tensorrt(precision: str, kind: str) -> Capability:
+    needs = _gpu_runtime(kind, "onnxruntime-gpu with the TensorRT execution provider and TensorRT")
+    if kind == "cpu":
+        return Capability(False, f"onnxruntime_tensorrt {_NO_GPU}", needs)
+    if precision in ("fp32", "fp16"):
+        return Capability(True, f"ONNX Runtime TensorRT execution provider, {precision}", needs)
+    if precision == "int8":
+        return Capability(True, "ONNX Runtime TensorRT execution provider, int8 from the Q/DQ graph "
+                                "(explicit quantization)", needs)
+    return Capability(False, f"dse does not build {precision} through ONNX Runtime's TensorRT "
+                             f"provider; the tensorrt backend builds {precision} engines", needs)
+
+
+def _tensorrt(precision: str, kind: str) -> Capability:
+    needs = _gpu_runtime(kind, "TensorRT 10 or 11 (Python bindings) and torch with CUDA")
+    if kind == "cpu":
+        return Capability(False, f"tensorrt {_NO_GPU}", needs)
+    if precision == "fp8":
+        if kind == "jetson":
+            return Capability(False, "Jetson GPUs (Orin: compute capability 8.7) have no fp8 tensor "
+                                     f"cores; fp8 needs >= {_FP8_CC}", needs)
+        return Capability(True, "TensorRT engine from the fp8 Q/DQ graph", needs + ", fp8 tensor cores",
+                          _FP8_CC)
+    floor = _BF16_CC if precision == "bf16" else None
+    how = "from the int8 Q/DQ graph" if precision == "int8" else f"{precision}"
+    return Capability(True, f"TensorRT engine, {how}", needs, floor)
 
 
 def _torch(backend: str, precision: str, kind: str) -> Capability:
-    if precision == "int8":
-        reason = ("torch eager int8 needs a quantized torch module; use onnxruntime for int8"
-                  if backend == "torch" else
-                  "torch.compile int8 needs a quantized torch module; use onnxruntime for int8")
-        return Capability(False, reason, "a quantized torch module")
+    if precision in ("int8", "fp8"):
+        engine = "torch eager" if backend == "torch" else "torch.compile"
+        return Capability(False, f"{engine} {precision} needs a quantized torch module; use "
+                                 f"{'onnxruntime or ' if precision == 'int8' else ''}tensorrt for "
+                                 f"{precision}", "a quantized torch module")
     runs = _TORCH_RUNS[backend]
     if kind == "cpu":
         needs = "torch" if backend == "torch" else "torch with inductor and a C++ compiler (gcc)"
@@ -85,6 +147,12 @@ def _torch(backend: str, precision: str, kind: str) -> Capability:
 def _entry(backend: str, precision: str, kind: str) -> Capability:
     if backend == "onnxruntime":
         return _onnxruntime(precision, kind)
+    if backend == "onnxruntime_cuda":
+        return _onnxruntime_cuda(precision, kind)
+    if backend == "onnxruntime_tensorrt":
+        return _onnxruntime_tensorrt(precision, kind)
+    if backend == "tensorrt":
+        return _tensorrt(precision, kind)
     return _torch(backend, precision, kind)
 
 
@@ -103,3 +171,15 @@ def supports(backend: str, precision: str, device_kind: str) -> tuple[bool, str]
                        f"precisions: {sorted({key[1] for key in CAPABILITIES})}, "
                        f"device kinds: {sorted({key[2] for key in CAPABILITIES})}")
     return entry.supported, entry.reason
+
+
+def supports_device(backend: str, precision: str, device_kind: str,
+                    compute_capability: float | None) -> tuple[bool, str]:
+    """:func:`supports`, plus the entry's compute-capability floor when the device's profile
+    names its GPU's compute capability (a profile that does not is checked when compiling)."""
+    ok, reason = supports(backend, precision, device_kind)
+    floor = CAPABILITIES[backend, precision, device_kind].min_compute_capability if ok else None
+    if floor is not None and compute_capability is not None and compute_capability < floor:
+        return False, (f"{backend} {precision} needs compute capability >= {floor:g}; the device's "
+                       f"GPU has {compute_capability:g}")
+    return ok, reason

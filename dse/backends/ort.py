@@ -1,13 +1,25 @@
-"""ONNX Runtime on the CPU execution provider."""
+"""ONNX Runtime: the session and runner every execution provider shares, and the backend of the CPU
+execution provider. The CUDA and TensorRT providers' backends are in :mod:`dse.backends.ort_gpu`.
+
+Every ORT backend compiles the same way (:func:`compile_session`): the session is created with
+profiling on, run once on a batch of zeros, and where its nodes ran is read back from the profile
+and checked (:mod:`dse.backends.ort_placement`), so a node that silently fell back to another
+provider is a build error rather than part of a measurement.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dse.backends.base import Backend, Runner, default_threads, thread_knob
+from dse.backends.ort_placement import CPU_PROVIDER, Placement, check_placement, profile_first_run
 from dse.backends.registry import register_backend
 from dse.exceptions import BuildError
 
@@ -15,11 +27,88 @@ if TYPE_CHECKING:
     from dse.build import Artifact
     from dse.spec import HardwareProfile
 
-PROVIDER = "CPUExecutionProvider"
+# Knobs every ORT backend has.
+SESSION_KNOBS = frozenset({"intra_op_threads", "inter_op_threads", "graph_optimization_level"})
+# Knob value -> the member of onnxruntime.GraphOptimizationLevel it selects.
+GRAPH_OPTIMIZATION_LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
+                             "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
+
+# A provider as InferenceSession takes it: its name and its options (all strings).
+ProviderSpec = tuple[str, dict[str, str]]
+
+
+def choice_knob(knobs: Mapping[str, Any], name: str, allowed: Sequence[str], default: str) -> str:
+    """Knob ``name`` as one of ``allowed`` (``default`` when absent); BuildError otherwise."""
+    value = knobs.get(name, default)
+    if not isinstance(value, str) or value not in allowed:
+        raise BuildError(f"knob {name!r} must be one of {list(allowed)}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """The session-level knobs, checked.
+
+    ``intra_op_threads`` defaults to the profile's ``max_threads`` (else every core) and
+    ``inter_op_threads`` to 1 (with sequential execution only one operator runs at a time). Both
+    are always set on the session: the process environment is no guide, since Ray workers export
+    ``OMP_NUM_THREADS=1``. ``graph_optimization_level`` is a key of
+    :data:`GRAPH_OPTIMIZATION_LEVELS` (default "all").
+    """
+
+    intra_op_threads: int
+    inter_op_threads: int
+    graph_optimization_level: str
+
+    @classmethod
+    def from_knobs(cls, knobs: Mapping[str, Any], profile: HardwareProfile) -> SessionSettings:
+        return cls(thread_knob(knobs, "intra_op_threads", default_threads(profile)),
+                   thread_knob(knobs, "inter_op_threads", 1),
+                   choice_knob(knobs, "graph_optimization_level",
+                               list(GRAPH_OPTIMIZATION_LEVELS), "all"))
+
+
+@dataclass(frozen=True)
+class SessionPlan:
+    """What a backend asks of ONNX Runtime.
+
+    Attributes:
+        backend: the backend's name, for messages and describe().
+        providers: the providers in priority order, with their options; the first is the one the
+            backend measures. ORT appends the CPU provider by itself.
+        fallbacks: providers whose nodes are an acceptable part of the result (TensorRT's CUDA
+            fallback); shape-only nodes may always run on the CPU.
+        pinned_ops: operators that must run on the first provider itself, fallbacks or not.
+        timed: whether the session's creation and first run are device compile work (engine
+            builds, cuDNN algorithm search) reported as ``compile_seconds``.
+        requires: what the first provider needs to initialise, named when ORT drops it.
+    """
+
+    backend: str
+    providers: tuple[ProviderSpec, ...]
+    fallbacks: tuple[str, ...] = ()
+    pinned_ops: frozenset[str] = frozenset()
+    timed: bool = False
+    requires: str = ""
+
+    @property
+    def provider(self) -> str:
+        return self.providers[0][0]
+
+
+def onnx_path(artifact: Artifact, backend: str) -> Path:
+    """The artifact's ONNX file; BuildError for any other kind of artifact."""
+    if artifact.format != "onnx" or artifact.path is None:
+        raise BuildError(f"{backend} loads ONNX files, got a {artifact.format!r} artifact")
+    return artifact.path
 
 
 class OrtRunner(Runner):
-    """One ``InferenceSession``: ``run`` feeds its single input and returns its first output."""
+    """One ``InferenceSession``: ``run`` feeds its single input and returns its first output.
+
+    Inputs and outputs are host numpy arrays on every provider: a GPU provider copies the input to
+    the device and the logits back inside ``run``, which returns when they are on the host.
+    """
 
     def __init__(self, session: Any, batch_size: int, settings: dict[str, str]) -> None:
         self._session: Any = session
@@ -32,6 +121,8 @@ class OrtRunner(Runner):
         if self._session is None:
             raise RuntimeError("run() on a closed onnxruntime runner")
         feed = np.ascontiguousarray(x, dtype=np.float32)
+        # Host arrays in and out, no I/O binding, on a GPU too: the copies to and from the device
+        # belong in the timed call (see dse.backends.ort_gpu).
         result: np.ndarray = self._session.run([self._output], {self._input: feed})[0]
         return result
 
@@ -43,62 +134,107 @@ class OrtRunner(Runner):
         threads = str(options.intra_op_num_threads)
         return {**self._settings, "threads": threads, "intra_op_threads": threads,
                 "inter_op_threads": str(options.inter_op_num_threads),
+                "graph_optimization_level": options.graph_optimization_level.name,
                 "providers": ",".join(self._session.get_providers())}
 
     def close(self) -> None:
         self._session = None
 
 
+def compile_session(plan: SessionPlan, artifact: Artifact, settings: SessionSettings,
+                    batch_size: int, device: str, extra: Mapping[str, str]) -> OrtRunner:
+    """A runner for ``artifact`` on ``plan``'s providers, its placement checked.
+
+    ``device`` and ``extra`` go into describe(). Raises BuildError when ORT cannot load the model,
+    drops the requested provider, fails on the first run, or runs compute nodes elsewhere.
+    """
+    path = onnx_path(artifact, plan.backend)
+    import onnxruntime as ort
+
+    feed = np.zeros((batch_size, *artifact.input_shape), dtype=np.float32)
+    # The trace lands in a private folder, deleted with whatever ORT wrote there.
+    with tempfile.TemporaryDirectory(prefix="dse-ort-profile-") as scratch:
+        options = _session_options(ort, settings, Path(scratch) / "profile")
+        start = time.perf_counter()
+        try:
+            session = ort.InferenceSession(str(path), sess_options=options,
+                                           providers=list(plan.providers))
+        # ORT reports an unloadable model with its own exception types (Fail, InvalidGraph,
+        # NotImplemented...), which share no base class below Exception.
+        except Exception as exc:
+            raise BuildError(f"onnxruntime could not load {path.name}: "
+                             f"{type(exc).__name__}: {exc}") from exc
+        providers = session.get_providers()
+        if plan.provider not in providers:
+            # ORT drops a provider that fails to initialise (missing CUDA/cuDNN/TensorRT
+            # libraries, no device) with a log line, and runs on the rest.
+            needs = f"; {plan.provider} needs {plan.requires}" if plan.requires else ""
+            raise BuildError(f"{plan.backend}: onnxruntime dropped {plan.provider} when it created "
+                             f"the session (it runs on {providers}){needs}; ORT's log says why")
+        input_name = session.get_inputs()[0].name
+        placement = profile_first_run(session, {input_name: feed})
+        seconds = time.perf_counter() - start
+    check_placement(placement, plan.backend, plan.provider, plan.fallbacks, plan.pinned_ops)
+    runner = OrtRunner(session, batch_size, {
+        "backend": plan.backend,
+        "backend_version": ort.__version__,
+        "device": device,
+        "execution_provider": plan.provider,
+        "precision": artifact.precision,
+        "threads": str(settings.intra_op_threads),
+        "providers": ",".join(providers),
+        "intra_op_threads": str(settings.intra_op_threads),
+        "inter_op_threads": str(settings.inter_op_threads),
+        "execution_mode": "sequential",
+        "graph_optimization_level": GRAPH_OPTIMIZATION_LEVELS[settings.graph_optimization_level],
+        "onnxruntime_build_device": ort.get_device(),
+        **placement_settings(placement),
+        **extra,
+    })
+    if plan.timed:
+        runner.compile_seconds = seconds
+    return runner
+
+
+def placement_settings(placement: Placement) -> dict[str, str]:
+    """The describe() entries of a checked placement."""
+    return {"nodes_by_provider": placement.summary(),
+            "cpu_shape_nodes": str(sum(node.provider == CPU_PROVIDER and node.shape_only
+                                       for node in placement.nodes)),
+            "fused_subgraphs": str(sum(node.fused for node in placement.nodes))}
+
+
+def _session_options(ort: Any, settings: SessionSettings, profile_prefix: Path) -> Any:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = settings.intra_op_threads
+    options.inter_op_num_threads = settings.inter_op_threads
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = getattr(
+        ort.GraphOptimizationLevel, GRAPH_OPTIMIZATION_LEVELS[settings.graph_optimization_level])
+    # Profiling switches itself off after the first run's trace is written (see ort_placement).
+    options.enable_profiling = True
+    options.profile_file_prefix = str(profile_prefix)
+    return options
+
+
 @register_backend
 class OrtBackend(Backend):
     """Loads an ONNX artifact (fp32 or QDQ int8) into a CPU session.
 
-    Knobs: ``intra_op_threads`` (default: the profile's ``max_threads``, else every core) and
-    ``inter_op_threads`` (default 1; with sequential execution only one operator runs at a time).
-    Both are always set on the session: the process environment is no guide, since Ray workers
-    export ``OMP_NUM_THREADS=1``.
+    Knobs: those of :class:`SessionSettings`. The placement check runs here too (it costs ~1-4 ms
+    per compile for the quickstart CNNs and cannot fail on the CPU provider): it puts the node
+    count into describe() like the GPU backends do. The session's creation is not device compile
+    work, so ``compile_seconds`` stays None.
     """
 
     name = "onnxruntime"
-    knobs = frozenset({"intra_op_threads", "inter_op_threads"})
+    knobs = SESSION_KNOBS
     thread_knob = "intra_op_threads"
 
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
         self.check_knobs(knobs)
-        intra = thread_knob(knobs, "intra_op_threads", default_threads(profile))
-        inter = thread_knob(knobs, "inter_op_threads", 1)
-        if artifact.format != "onnx" or artifact.path is None:
-            raise BuildError(f"onnxruntime loads ONNX files, got a {artifact.format!r} artifact")
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = intra
-        options.inter_op_num_threads = inter
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        try:
-            session = ort.InferenceSession(str(artifact.path), sess_options=options,
-                                           providers=[PROVIDER])
-        # ORT reports an unloadable model with its own exception types (Fail, InvalidGraph,
-        # NotImplemented...), which share no base class below Exception.
-        except Exception as exc:
-            raise BuildError(f"onnxruntime could not load {artifact.path.name}: "
-                             f"{type(exc).__name__}: {exc}") from exc
-        providers = session.get_providers()
-        if PROVIDER not in providers:
-            raise BuildError(f"onnxruntime session runs on {providers}, not {PROVIDER}")
-        settings = {
-            "backend": self.name,
-            "backend_version": ort.__version__,
-            "device": PROVIDER,
-            "precision": artifact.precision,
-            "threads": str(intra),
-            "providers": ",".join(providers),
-            "intra_op_threads": str(intra),
-            "inter_op_threads": str(inter),
-            "execution_mode": "sequential",
-            "graph_optimization_level": "ORT_ENABLE_ALL",
-            "onnxruntime_build_device": ort.get_device(),
-        }
-        return OrtRunner(session, batch_size, settings)
+        settings = SessionSettings.from_knobs(knobs, profile)
+        onnx_path(artifact, self.name)
+        plan = SessionPlan(self.name, ((CPU_PROVIDER, {}),))
+        return compile_session(plan, artifact, settings, batch_size, CPU_PROVIDER, {})

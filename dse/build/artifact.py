@@ -27,8 +27,11 @@ ArtifactFormat = Literal["onnx", "torch"]
 
 # Which artifact each backend loads. It lives here, not on the backends, because backends build on
 # this package and not the other way round.
-BACKEND_FORMATS: dict[str, ArtifactFormat] = {"onnxruntime": "onnx", "torch": "torch",
-                                              "torch_compile": "torch"}
+BACKEND_FORMATS: dict[str, ArtifactFormat] = {
+    "onnxruntime": "onnx", "onnxruntime_cuda": "onnx", "onnxruntime_tensorrt": "onnx",
+    "tensorrt": "onnx", "torch": "torch", "torch_compile": "torch"}
+# Backends that take int8 only with symmetric activation ranges (zero points of 0): TensorRT.
+SYMMETRIC_INT8 = frozenset({"tensorrt", "onnxruntime_tensorrt"})
 # The precisions a torch artifact can be deployed at, and the torch dtype (by name) of each.
 TORCH_DTYPES: dict[str, str] = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
@@ -71,9 +74,17 @@ def build_artifact(candidate: Candidate, trained: TrainedModel, cache: ArtifactC
     if candidate.precision == "fp32":
         return _onnx_artifact(fp32_path, "fp32", trained), seconds
     if candidate.precision == "int8":
-        int8_path, int8_seconds = _onnx_int8(fp32_path, cache, calibration)
+        int8_path, int8_seconds = _onnx_int8(fp32_path, cache, calibration,
+                                             symmetric=candidate.backend in SYMMETRIC_INT8)
         return _onnx_artifact(int8_path, "int8", trained), seconds + int8_seconds
-    raise BuildError(f"no ONNX build for precision {candidate.precision!r}; known: fp32, int8")
+    if candidate.precision in ("fp16", "bf16"):
+        low_path, low_seconds = _onnx_float(fp32_path, cache, candidate.precision)
+        return _onnx_artifact(low_path, candidate.precision, trained), seconds + low_seconds
+    if candidate.precision == "fp8":
+        fp8_path, fp8_seconds = _onnx_fp8(fp32_path, cache, calibration)
+        return _onnx_artifact(fp8_path, "fp8", trained), seconds + fp8_seconds
+    raise BuildError(f"no ONNX build for precision {candidate.precision!r}; known: fp32, fp16, "
+                     f"bf16, int8, fp8")
 
 
 def _torch_artifact(candidate: Candidate, trained: TrainedModel) -> Artifact:
@@ -113,14 +124,43 @@ def _onnx_fp32(trained: TrainedModel, cache: ArtifactCache) -> tuple[Path, float
                   lambda path: export_onnx(trained.module, trained.input_shape, path))
 
 
-def _onnx_int8(fp32_path: Path, cache: ArtifactCache,
-               calibration: np.ndarray) -> tuple[Path, float]:
+def _onnx_int8(fp32_path: Path, cache: ArtifactCache, calibration: np.ndarray, *,
+               symmetric: bool) -> tuple[Path, float]:
     import onnxruntime
 
     images = np.ascontiguousarray(calibration, dtype=np.float32)
-    key = {"stage": "int8-qdq", "version": _QUANTIZE_VERSION, "input": fp32_path.stem,
-           "calibration": _array_id(images), "onnxruntime": onnxruntime.__version__}
-    return _timed(cache, key, ".onnx", lambda path: quantize_int8(fp32_path, path, images))
+    key: dict[str, Any] = {"stage": "int8-qdq", "version": _QUANTIZE_VERSION,
+                           "input": fp32_path.stem, "calibration": _array_id(images),
+                           "onnxruntime": onnxruntime.__version__}
+    if symmetric:  # only then, so the keys of existing asymmetric entries stay valid
+        key["symmetric"] = True
+    return _timed(cache, key, ".onnx",
+                  lambda path: quantize_int8(fp32_path, path, images, symmetric=symmetric))
+
+
+def _onnx_float(fp32_path: Path, cache: ArtifactCache, precision: str) -> tuple[Path, float]:
+    import onnx
+
+    from dse.build.onnx_precision import FLOAT_VERSION, convert_float
+
+    # The result depends on onnx's opset converter and shape inference, hence its version.
+    key = {"stage": f"{precision}-graph", "version": FLOAT_VERSION, "input": fp32_path.stem,
+           "onnx": onnx.__version__}
+    return _timed(cache, key, ".onnx", lambda path: convert_float(fp32_path, path, precision))
+
+
+def _onnx_fp8(fp32_path: Path, cache: ArtifactCache,
+              calibration: np.ndarray) -> tuple[Path, float]:
+    import onnx
+    import onnxruntime
+
+    from dse.build.onnx_precision import FP8_VERSION, quantize_fp8
+
+    images = np.ascontiguousarray(calibration, dtype=np.float32)
+    key = {"stage": "fp8-qdq", "version": FP8_VERSION, "input": fp32_path.stem,
+           "calibration": _array_id(images), "onnxruntime": onnxruntime.__version__,
+           "onnx": onnx.__version__}
+    return _timed(cache, key, ".onnx", lambda path: quantize_fp8(fp32_path, path, images))
 
 
 def _timed(cache: ArtifactCache, key: dict[str, Any], suffix: str,

@@ -26,8 +26,13 @@ class _Batches:
         return next(self._feeds, None)
 
 
-def quantize_int8(fp32_path: Path, out_path: Path, calibration: np.ndarray) -> None:
+def quantize_int8(fp32_path: Path, out_path: Path, calibration: np.ndarray, *,
+                  symmetric: bool = False) -> None:
     """Write an int8 copy of ``fp32_path`` to ``out_path``.
+
+    ``symmetric`` quantizes activations with zero points of 0, as TensorRT requires of Q/DQ
+    graphs (it rejects non-zero zero points); ONNX Runtime's CPU provider is more accurate with
+    asymmetric activation ranges, so that is the default.
 
     Weights are int8 per output channel, activations int8 per tensor with ranges from min/max
     calibration over ``calibration`` (N, C, H, W float images, typically training images). The
@@ -57,7 +62,8 @@ def quantize_int8(fp32_path: Path, out_path: Path, calibration: np.ndarray) -> N
                 str(prepared), str(out_path), reader,
                 quant_format=QuantFormat.QDQ, per_channel=True,
                 weight_type=QuantType.QInt8, activation_type=QuantType.QInt8,
-                calibrate_method=CalibrationMethod.MinMax)
+                calibrate_method=CalibrationMethod.MinMax,
+                extra_options={"ActivationSymmetric": symmetric, "WeightSymmetric": True})
         except BuildError:
             raise
         # Pre-processing and calibration fail with errors of onnx, onnxruntime, sympy and numpy;

@@ -55,6 +55,15 @@ def start_embedded(profiles: list[HardwareProfile], num_cpus: int | None = None)
         raise DeviceError(f"could not start the embedded Ray cluster: {exc}") from exc
 
 
+def connect(address: str) -> None:
+    """Join the farm at ``address`` (HOST:PORT of a head `dse cluster up` started) as the
+    campaign's driver, with Ray's token authentication; DeviceError saying why when it cannot."""
+    # Imported here: node.py builds on this module.
+    from dse.farm.node import connect as join_farm
+
+    join_farm(address)
+
+
 def shutdown() -> None:
     import ray
 

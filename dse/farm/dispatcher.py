@@ -1,72 +1,360 @@
-"""Hands candidates to the device worker of their profile and waits for the measurement.
+"""Hands candidates to the devices of their profile and collects the measurements.
 
-One actor per device profile, created with that profile's Ray resource so it lands on its device.
-A trial that outlives its timeout is failed and its actor replaced, so a hung runner cannot stall
-the campaign.
+One :class:`~dse.farm.worker.DeviceWorker` actor per physical device: the cluster's
+``dse_device:<profile>`` resource has one unit per device, and each actor takes one unit, so Ray
+places exactly one actor on every device and never two. A device measures one candidate at a
+time; the dispatcher keeps a queue per profile and hands the next job to whichever device of the
+profile is idle.
+
+Faults, as the search loop sees them, are always results, never hangs:
+- a trial still running after its timeout is failed and its worker replaced;
+- a worker (or its node) that dies mid-trial: the job goes back to the queue and runs on another
+  device of the profile, at most ``max_retries`` times, then it is failed with every reason;
+- a device whose trials fail ``quarantine_after`` times in a row is quarantined: it gets no more
+  work in this campaign, and the farm registry shows it so;
+- when no device of a profile is left (none joined, all quarantined or gone), waiting raises
+  DeviceError rather than waiting forever.
 """
 
 from __future__ import annotations
 
+import itertools
+import time
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dse.candidate import Candidate
+from dse.exceptions import DeviceError
 from dse.farm.cluster import device_resource
 from dse.measurement import Measurement
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 
+# How long a freshly created worker may take to start before it is given up on (Ray starts a
+# process and imports dse; a worker on a node that has gone never starts at all).
+START_TIMEOUT_S = 120.0
+# How often the wait loop wakes to check deadlines and to look for replacement devices.
+TICK_S = 0.5
+
+
+@dataclass
+class Job:
+    """One candidate to measure; ``key`` is the caller's (the trial number)."""
+
+    key: int
+    candidate: Candidate
+    training: TrainingSpec
+    measure: MeasureSpec
+    timeout_s: float
+    attempts: list[str] = field(default_factory=list)  # why earlier attempts ended
+
+
+@dataclass
+class Done:
+    """A finished job: its measurement, and the device that gave it ("" if none did)."""
+
+    job: Job
+    measurement: Measurement
+    device_id: str
+
+
+@dataclass
+class _Device:
+    device_id: str
+    profile: str
+    actor: Any
+    started: float
+    ready_ref: Any = None
+    state: str = "starting"  # starting | idle | busy | quarantined | dead
+    job: Job | None = None
+    ref: Any = None
+    deadline: float = float("inf")
+    identity: dict[str, str] = field(default_factory=dict)
+
 
 class Dispatcher:
-    """Owns the device actors of a campaign; ``evaluate`` is blocking and interruptible."""
+    """Owns a campaign's device workers. ``submit`` queues a job; ``wait`` returns finished ones.
 
-    def __init__(self, profiles: list[HardwareProfile], cache_dir: Path) -> None:
+    ``evaluate`` is the blocking one-job form of both.
+    """
+
+    def __init__(self, profiles: list[HardwareProfile], cache_dir: Path, *, max_retries: int = 2,
+                 quarantine_after: int = 3) -> None:
         self.profiles = {p.name: p for p in profiles}
         self.cache_dir = cache_dir
-        self._actors: dict[str, Any] = {}
-        self._in_flight: Any = None
+        self.max_retries = max_retries
+        self.quarantine_after = quarantine_after
+        self.devices: list[_Device] = []
+        self.queues: dict[str, deque[Job]] = {name: deque() for name in self.profiles}
+        self._serial = itertools.count()
+        self._started = False
+        self._registry: Any = None  # the registry's handle; False once it proved unreachable
+        self.streaks: dict[str, int] = {}  # physical device -> failed trials in a row
+        self.quarantine: dict[str, str] = {}  # physical device -> why it is quarantined
 
-    def _actor(self, profile_name: str) -> Any:
-        if profile_name not in self._actors:
-            import ray
+    # -- devices -----------------------------------------------------------------------------
 
-            from dse.farm.worker import DeviceWorker
+    def start(self) -> None:
+        """One worker per device unit the cluster offers for each profile; DeviceError naming the
+        profile when the cluster has no device of it."""
+        import ray
 
-            remote_cls = ray.remote(
-                num_cpus=0, resources={device_resource(profile_name): 1}, max_restarts=0,
-            )(DeviceWorker)
-            self._actors[profile_name] = remote_cls.remote(
-                self.profiles[profile_name], str(self.cache_dir))
-        return self._actors[profile_name]
+        if self._started:
+            return
+        resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+        absent = [name for name in self.profiles if resources.get(device_resource(name), 0) < 1]
+        if absent:
+            raise DeviceError(
+                f"the Ray cluster has no device of profile(s) {absent}; join one with "
+                f"`dse worker --profile hw_profiles/<profile>.yaml --address HEAD:PORT` "
+                f"(`dse devices` lists the devices it has)")
+        for name in self.profiles:
+            for _ in range(int(resources[device_resource(name)])):
+                self._spawn(name)
+        self._started = True
+
+    def _spawn(self, profile_name: str) -> _Device:
+        import ray
+
+        from dse.farm.worker import DeviceWorker
+
+        profile = self.profiles[profile_name]
+        options: dict[str, Any] = {"num_cpus": 0, "max_restarts": 0,
+                                   "resources": {device_resource(profile_name): 1}}
+        if profile.kind in ("cuda", "jetson"):
+            # Ray hands the actor one GPU of its node and sets CUDA_VISIBLE_DEVICES to it; a
+            # Jetson has one integrated GPU, which its node advertises as one GPU.
+            options["num_gpus"] = 1 if profile.kind == "cuda" else 0
+        device_id = f"{profile_name}#{next(self._serial)}"
+        actor: Any = ray.remote(**options)(DeviceWorker).remote(profile, str(self.cache_dir), "")
+        device = _Device(device_id, profile_name, actor, time.monotonic())
+        device.ready_ref = actor.identity.remote()
+        self.devices.append(device)
+        return device
+
+    def _replace(self, device: _Device, detail: str) -> None:
+        """Retire ``device`` (kill its worker) and start a successor if the cluster still offers
+        a unit of its profile. A successor that lands on a quarantined device keeps that unit
+        occupied and gets no work."""
+        import ray
+
+        if device.actor is not None:
+            ray.kill(device.actor, no_restart=True)
+            device.actor = None
+        device.state = "dead"
+        device.job = device.ref = device.ready_ref = None
+        self._notify(device, detail)
+        if self._units_free(device.profile) > 0:
+            self._spawn(device.profile)
+
+    @staticmethod
+    def _physical(device: _Device) -> str:
+        """What identifies the physical device behind a worker: its node and GPU (workers come
+        and go; a quarantine or a failure streak belongs to the hardware)."""
+        gpus = device.identity.get("cuda_visible_devices")
+        where = f"gpu{gpus}" if gpus else device.profile
+        return f"{device.identity.get('node_id', device.device_id)}/{where}"
+
+    def _units_free(self, profile_name: str) -> int:
+        """Device units of ``profile_name`` in the cluster not held by a live worker of ours."""
+        import ray
+
+        resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+        units = int(resources.get(device_resource(profile_name), 0))
+        # A quarantined device's worker stays, idle, so that its unit is not handed to another.
+        held = sum(d.profile == profile_name and d.actor is not None for d in self.devices)
+        return units - held
+
+    def _notify(self, device: _Device, detail: str = "") -> None:
+        """Tell the farm registry (what `dse devices` shows). Best effort: a registry that cannot
+        be reached must not stop a campaign, so after one failure it is not asked again."""
+        if self._registry is False:
+            return
+        try:
+            if self._registry is None:
+                from dse.farm.registry import get_registry
+
+                self._registry = get_registry()
+            self._registry.set_device_state.remote(
+                device.identity.get("device_id", device.device_id), device.profile,
+                device.identity.get("node_id", ""), device.state, detail)
+        except Exception:
+            self._registry = False
+
+    def idle(self, profile_name: str) -> int:
+        """Devices of ``profile_name`` that could take a job now, less the jobs already queued."""
+        ready = sum(d.profile == profile_name and d.state in ("idle", "starting")
+                    for d in self.devices)
+        return max(0, ready - len(self.queues[profile_name]))
+
+    def in_flight(self) -> int:
+        return sum(d.state == "busy" for d in self.devices) + sum(map(len, self.queues.values()))
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    def submit(self, job: Job) -> None:
+        if not self._started:
+            self.start()
+        if job.candidate.device_profile not in self.profiles:
+            raise DeviceError(f"no device profile {job.candidate.device_profile!r} in this "
+                              f"campaign (it has {sorted(self.profiles)})")
+        self.queues[job.candidate.device_profile].append(job)
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        for device in self.devices:
+            queue = self.queues[device.profile]
+            if device.state == "idle" and queue:
+                job = queue.popleft()
+                device.job = job
+                device.state = "busy"
+                device.deadline = time.monotonic() + job.timeout_s
+                device.ref = device.actor.evaluate.remote(job.candidate, job.training, job.measure)
+                self._notify(device)
+
+    def wait(self, timeout_s: float | None = None) -> list[Done]:
+        """Finished jobs, at least one unless ``timeout_s`` passes first (then maybe none).
+
+        Raises DeviceError when jobs wait for a profile that has no device left.
+        """
+        import ray
+
+        give_up = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            done: list[Done] = []
+            refs = {d.ref: d for d in self.devices if d.state == "busy"}
+            refs.update({d.ready_ref: d for d in self.devices if d.state == "starting"})
+            if refs:
+                tick = TICK_S if give_up is None else max(0.0, min(TICK_S, give_up - time.monotonic()))
+                ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=tick)
+                for ref in ready:
+                    device = refs[ref]
+                    if ref is device.ready_ref:
+                        self._started_or_not(device, ref)
+                    else:
+                        done.extend(self._finished(device, ref))
+            done.extend(self._overdue())
+            self._check_devices_left()
+            self._dispatch()
+            if done or (give_up is not None and time.monotonic() >= give_up):
+                return done
+            if not refs:
+                time.sleep(TICK_S)
+
+    def _started_or_not(self, device: _Device, ref: Any) -> None:
+        import ray
+        from ray.exceptions import RayError
+
+        try:
+            device.identity = ray.get(ref)
+        except RayError as exc:
+            device.state = "dead"
+            device.ready_ref = None
+            self._notify(device, f"worker failed to start: {exc}")
+            return
+        device.ready_ref = None
+        key = self._physical(device)
+        device.state = "quarantined" if key in self.quarantine else "idle"
+        self._notify(device, self.quarantine.get(key, ""))
+
+    def _finished(self, device: _Device, ref: Any) -> list[Done]:
+        import ray
+        from ray.exceptions import NodeDiedError, ObjectLostError, RayActorError, WorkerCrashedError
+
+        job = device.job
+        assert job is not None
+        device_name = device.identity.get("device_id", device.device_id)
+        try:
+            # An exception raised inside the worker's evaluate (a dse bug: candidate faults come
+            # back as results) propagates from here to the driver.
+            measurement: Measurement = ray.get(ref)
+        except (RayActorError, WorkerCrashedError, NodeDiedError, ObjectLostError) as exc:
+            # The worker or its node died: not the candidate's verdict. Run it elsewhere.
+            job.attempts.append(f"device {device_name} died: {type(exc).__name__}: "
+                                f"{str(exc).splitlines()[0] if str(exc) else ''}")
+            self._replace(device, job.attempts[-1])
+            if len(job.attempts) <= self.max_retries:
+                self.queues[job.candidate.device_profile].appendleft(job)
+                return []
+            return [Done(job, Measurement(
+                job.candidate.candidate_id, "failed",
+                reason=f"failed on {len(job.attempts)} devices: " + "; ".join(job.attempts)), "")]
+        device.job = device.ref = None
+        device.state = "idle"
+        measurement.provenance["attempts"] = str(len(job.attempts) + 1)
+        if job.attempts:
+            measurement.provenance["earlier_attempts"] = "; ".join(job.attempts)
+        self._count(device, measurement.status == "failed", measurement.reason)
+        return [Done(job, measurement, device_name)]
+
+    def _overdue(self) -> list[Done]:
+        now = time.monotonic()
+        done = []
+        for device in list(self.devices):
+            if device.state == "busy" and now > device.deadline:
+                job = device.job
+                assert job is not None
+                reason = f"timed out after {job.timeout_s:g} s; worker restarted"
+                name = device.identity.get("device_id", device.device_id)
+                self._count(device, True, reason)
+                # A hung worker must go either way; a successor on a quarantined device idles.
+                self._replace(device, reason)
+                done.append(Done(job, Measurement(job.candidate.candidate_id, "failed",
+                                                  reason=reason), name))
+            elif device.state == "starting" and now - device.started > START_TIMEOUT_S:
+                self._replace(device, f"worker did not start within {START_TIMEOUT_S:g} s")
+        return done
+
+    def _count(self, device: _Device, failed: bool, reason: str) -> None:
+        """Track the physical device's failures in a row; quarantine it at the limit."""
+        key = self._physical(device)
+        self.streaks[key] = self.streaks.get(key, 0) + 1 if failed else 0
+        if self.streaks[key] >= self.quarantine_after:
+            self.quarantine[key] = f"{self.streaks[key]} failed trials in a row; last: {reason}"
+            device.state = "quarantined"
+            self._notify(device, self.quarantine[key])
+
+    def _check_devices_left(self) -> None:
+        for name, queue in self.queues.items():
+            if not queue:
+                continue
+            alive = [d for d in self.devices if d.profile == name
+                     and d.state in ("starting", "idle", "busy")]
+            if not alive and self._units_free(name) > 0:
+                alive.append(self._spawn(name))
+            if not alive:
+                states = [f"{d.identity.get('device_id', d.device_id)}: {d.state}"
+                          for d in self.devices if d.profile == name]
+                raise DeviceError(f"no device of profile {name!r} is left to measure on "
+                                  f"({', '.join(states) or 'none joined'})")
+
+    def quarantined(self) -> dict[str, str]:
+        """Quarantined devices (node/GPU) and why."""
+        return dict(self.quarantine)
+
+    # -- the blocking form -------------------------------------------------------------------
 
     def evaluate(self, candidate: Candidate, training: TrainingSpec, measure: MeasureSpec,
                  timeout_s: float) -> Measurement:
-        import ray
-        from ray.exceptions import GetTimeoutError, RayActorError
-
-        actor = self._actor(candidate.device_profile)
-        self._in_flight = actor.evaluate.remote(candidate, training, measure)
-        try:
-            result: Measurement = ray.get(self._in_flight, timeout=timeout_s)
-            return result
-        except GetTimeoutError:
-            self._replace(candidate.device_profile)
-            return Measurement(candidate.candidate_id, "failed",
-                               reason=f"timed out after {timeout_s:g} s; worker restarted")
-        except RayActorError as exc:
-            self._replace(candidate.device_profile)
-            return Measurement(candidate.candidate_id, "failed",
-                               reason=f"device worker died: {exc}")
-        finally:
-            self._in_flight = None
+        """Measure one candidate and wait for it (retries, timeouts and quarantine apply)."""
+        key = -next(self._serial) - 1
+        self.submit(Job(key, candidate, training, measure, timeout_s))
+        while True:
+            for done in self.wait():
+                if done.job.key == key:
+                    return done.measurement
 
     def cancel(self) -> None:
-        """Stop whatever is in flight (on Ctrl-C): kill the actors; they are re-created on demand."""
-        for name in list(self._actors):
-            self._replace(name)
-
-    def _replace(self, profile_name: str) -> None:
+        """Stop whatever is in flight (on Ctrl-C): kill every worker and forget the queues; a new
+        :meth:`start` brings them back."""
         import ray
 
-        actor = self._actors.pop(profile_name, None)
-        if actor is not None:
-            ray.kill(actor, no_restart=True)
+        for device in self.devices:
+            if device.actor is not None:
+                ray.kill(device.actor, no_restart=True)
+                device.actor = None
+        self.devices.clear()
+        for queue in self.queues.values():
+            queue.clear()
+        self._started = False

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dse.backends import Runner, get_backend, supports
+from dse.backends import Runner, get_backend, supports_device
 from dse.build import ArtifactCache, build_artifact
 from dse.exceptions import BuildError
 from dse.models import get_family
@@ -110,7 +110,8 @@ def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: Har
 
 def _check(candidate: Candidate, profile: HardwareProfile) -> Backend:
     """Everything that rules the candidate out without heavy work; the backend when none does."""
-    ok, reason = supports(candidate.backend, candidate.precision, profile.kind)
+    ok, reason = supports_device(candidate.backend, candidate.precision, profile.kind,
+                                 profile.compute_capability)
     if not ok:
         raise BuildError(reason)
     if candidate.backend not in profile.backends:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from dse.candidate import Candidate
 from dse.exceptions import BuildError, MeasurementError
+from dse.farm.isolation import NodeLock, Span, current_node_id
 from dse.measure.harness import measure_latency, measure_offline, measure_sustained
 from dse.measure.stats import LatencyStats, drift_pct
 from dse.measure.telemetry import PROBES, Probe, Trace, Window
@@ -58,32 +59,55 @@ def _trial_provenance(host: dict[str, str]) -> dict[str, str]:
 class DeviceWorker:
     """Builds and measures candidates for one device profile (wrapped by ``ray.remote``)."""
 
-    def __init__(self, profile: HardwareProfile, cache_dir: str) -> None:
+    def __init__(self, profile: HardwareProfile, cache_dir: str, device_id: str = "") -> None:
         # Inductor otherwise keeps a pool of compile processes alive beside every measurement.
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
         self.profile = profile
         self.cache_dir = Path(cache_dir)
+        # Device-side artifacts (TensorRT engines, EP caches) live here, keyed by the device's
+        # fingerprint; the backends read the folder from this variable.
+        os.environ["DSE_DEVICE_CACHE"] = str(self.cache_dir / "device")
         self.probes: list[Probe] = [PROBES[name]() for name in profile.telemetry]
         self.niceness = _normal_priority()
+        self.node_id = current_node_id()
+        self.device_id = device_id or f"{profile.name}@{self.node_id[:12]}"
+        self.node_lock = NodeLock(self.node_id)
         self.host = _host_provenance(profile)
-        self.host["niceness"] = self.niceness
+        self.host.update({"niceness": self.niceness, "node_id": self.node_id,
+                          "device_id": self.device_id})
+        gpus = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if gpus is not None:
+            self.host["cuda_visible_devices"] = gpus
 
     def ping(self) -> str:
         return self.profile.name
+
+    def identity(self) -> dict[str, str]:
+        """Which device this is: profile, device id, Ray node, host, process, GPUs it sees."""
+        keys = ("device_profile", "device_id", "node_id", "host", "pid", "cuda_visible_devices")
+        return {key: self.host[key] for key in keys if key in self.host}
 
     def evaluate(self, candidate: Candidate, training: TrainingSpec,
                  measure: MeasureSpec) -> Measurement:
         from dse.farm.prepare import prepare_candidate
 
         provenance = _trial_provenance(self.host)
+        build, timed = Span(), Span()
         try:
-            prepared = prepare_candidate(candidate, training, self.profile, self.cache_dir)
+            # Building may overlap other builds on this node, never a measurement.
+            with self.node_lock.shared(), build.timing():
+                prepared = prepare_candidate(candidate, training, self.profile, self.cache_dir)
         except BuildError as exc:
+            provenance.update(_spans(build, None))
             return Measurement(candidate.candidate_id, "infeasible", reason=str(exc),
                                provenance=provenance)
         try:
-            return self._measure(candidate, prepared, measure, provenance)
+            with self.node_lock.exclusive(), timed.timing():
+                result = self._measure(candidate, prepared, measure, provenance)
+            result.provenance.update(_spans(build, timed))
+            return result
         except (MeasurementError, RuntimeError, MemoryError) as exc:
+            provenance.update(_spans(build, timed))
             return Measurement(candidate.candidate_id, "failed",
                                reason=f"{type(exc).__name__}: {exc}", provenance=provenance)
         finally:
@@ -140,6 +164,14 @@ class DeviceWorker:
         samples = {"latency_ms": stats.samples_ms, **window.trace_samples()}
         return Measurement(candidate.candidate_id, "ok", metrics=metrics, missing=missing,
                            samples=samples, provenance=provenance)
+
+
+def _spans(build: Span, timed: Span | None) -> dict[str, str]:
+    """The build and measurement windows of a trial (epoch seconds), for isolation checks."""
+    out = {"build_start": f"{build.start:.6f}", "build_end": f"{build.end:.6f}"}
+    if timed is not None:
+        out.update({"measure_start": f"{timed.start:.6f}", "measure_end": f"{timed.end:.6f}"})
+    return out
 
 
 def latency_metrics(stats: LatencyStats, batch_size: int,

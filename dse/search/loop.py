@@ -8,8 +8,9 @@ and, where they apply, ``reused_from`` and ``samples_file``.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,9 +20,11 @@ import numpy as np
 from dse.atomic import atomic_write
 from dse.candidate import Candidate
 from dse.exceptions import DseError
+from dse.farm.dispatcher import Done, Job
+from dse.farm.isolation import NodeLock, current_node_id
 from dse.measurement import Measurement
 from dse.search.space import suggest_candidate
-from dse.spec import Experiment
+from dse.spec import Experiment, HardwareProfile
 
 if TYPE_CHECKING:
     import optuna
@@ -57,72 +60,99 @@ class _Known:
     missing: dict[str, str]
 
 
+@dataclass
+class _Pending:
+    """A trial handed to the farm (or waiting on an identical candidate that is)."""
+
+    profile: str
+    trial: optuna.Trial
+    candidate: Candidate
+
+
+class _DeviceSearch:
+    """The study of one device profile and what it has learnt so far."""
+
+    def __init__(self, profile: HardwareProfile, study: optuna.Study) -> None:
+        self.profile = profile
+        self.study = study
+        self.completed = 0
+        self.known: dict[str, _Known] = {}
+
+
 class SearchLoop:
-    """Runs a campaign's study on one device until the budget of completed trials is met."""
+    """Runs a campaign: one study per device profile, each until its budget of completed trials
+    is met, with as many trials in flight as the profile has idle devices."""
 
-    def __init__(self, experiment: Experiment, study: optuna.Study, dispatcher: Dispatcher,
-                 run_dir: Path, on_trial: ProgressCallback | None = None) -> None:
-        if len(experiment.devices) != 1:
-            from dse.exceptions import SpecError
-
-            raise SpecError([f"{experiment.path}: devices: this version measures one device per "
-                             f"campaign, found {len(experiment.devices)}"])
+    def __init__(self, experiment: Experiment, studies: Mapping[str, optuna.Study] | optuna.Study,
+                 dispatcher: Dispatcher, run_dir: Path,
+                 on_trial: ProgressCallback | None = None) -> None:
+        if not isinstance(studies, Mapping):
+            if len(experiment.devices) != 1:
+                raise ValueError("one study per device profile is needed for a multi-device campaign")
+            studies = {experiment.devices[0].name: studies}
         self.experiment = experiment
         self.space = experiment.space
-        self.profile = experiment.devices[0]
-        self.study = study
+        self.searches = {p.name: _DeviceSearch(p, studies[p.name]) for p in experiment.devices}
         self.dispatcher = dispatcher
         self.run_dir = run_dir
         self.on_trial = on_trial
         self.objectives = [o.metric for o in self.space.objectives]
-        self.known: dict[str, _Known] = {}
+        self.pending: dict[int, _Pending] = {}
+        # Trials whose candidate is being measured right now for another trial: they reuse its
+        # result when it arrives instead of measuring the same thing twice.
+        self.followers: dict[str, list[_Pending]] = {}
+        self._keys = itertools.count()
+        self.failed_here = 0
+        self.last_failure = ""
+        self.node_lock = NodeLock(current_node_id())
+
+    @property
+    def study(self) -> optuna.Study:
+        """The study of a single-device campaign."""
+        return next(iter(self.searches.values())).study
 
     # -- bookkeeping -------------------------------------------------------------------------
 
-    def _counts(self) -> tuple[int, int]:
-        from optuna.trial import TrialState
-
-        trials = self.study.get_trials(deepcopy=False)
-        completed = sum(t.state == TrialState.COMPLETE for t in trials)
-        failed = sum(t.state == TrialState.FAIL for t in trials)
-        return completed, failed
-
-    def _recover(self) -> None:
+    def _recover(self, search: _DeviceSearch) -> None:
         """Learn earlier results; fail trials a dead driver left running and re-queue them once,
         and re-queue once the candidates an interrupt or a crash stopped mid-measurement."""
         import optuna
         from optuna.trial import TrialState
 
-        for frozen in sorted(self.study.get_trials(deepcopy=False), key=lambda t: t.number):
+        study = search.study
+        for frozen in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
             attrs = frozen.user_attrs
             if frozen.state == TrialState.RUNNING:
-                trial = optuna.trial.Trial(self.study, frozen._trial_id)
+                trial = optuna.trial.Trial(study, frozen._trial_id)
                 trial.set_user_attr("status", "failed")
                 trial.set_user_attr("reason", "the driver stopped while this trial ran")
                 trial.set_user_attr("interrupted", True)
-                self.study.tell(frozen.number, state=TrialState.FAIL)
-                self._requeue_once(frozen)
+                study.tell(frozen.number, state=TrialState.FAIL)
+                self._requeue_once(study, frozen)
             elif attrs.get("interrupted"):
                 # Never measured to the end: no result to reuse, so measure it again (once).
-                self._requeue_once(frozen)
+                self._requeue_once(study, frozen)
             elif "candidate_id" in attrs and "status" in attrs:
-                known = self.known.get(attrs["candidate_id"])
+                known = search.known.get(attrs["candidate_id"])
                 # A later success replaces an earlier failure of the same candidate.
                 if known is None or (known.status != "ok" and attrs["status"] == "ok"):
-                    self.known[attrs["candidate_id"]] = _Known(
+                    search.known[attrs["candidate_id"]] = _Known(
                         frozen.number, attrs["status"], attrs.get("reason", ""),
                         attrs.get("metrics", {}), attrs.get("missing", {}))
+        search.completed = sum(t.state == TrialState.COMPLETE
+                               for t in study.get_trials(deepcopy=False))
 
-    def _requeue_once(self, frozen: optuna.trial.FrozenTrial) -> None:
+    @staticmethod
+    def _requeue_once(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> None:
         if "requeued_from" in frozen.user_attrs or not frozen.params:
             return
-        requeued = {t.user_attrs.get("requeued_from") for t in self.study.get_trials(deepcopy=False)}
+        requeued = {t.user_attrs.get("requeued_from") for t in study.get_trials(deepcopy=False)}
         if frozen.number not in requeued:
-            self.study.enqueue_trial(frozen.params, user_attrs={"requeued_from": frozen.number})
+            study.enqueue_trial(frozen.params, user_attrs={"requeued_from": frozen.number})
 
     # -- one trial ---------------------------------------------------------------------------
 
-    def _record(self, trial: optuna.Trial, candidate: Candidate, status: str, reason: str,
+    def _record(self, search: _DeviceSearch, trial: optuna.Trial, status: str, reason: str,
                 metrics: dict[str, float], missing: dict[str, str]) -> str:
         """Store the result on the trial and tell Optuna; returns the final status."""
         from optuna.trial import TrialState
@@ -139,19 +169,22 @@ class SearchLoop:
         trial.set_user_attr("metrics", metrics)
         trial.set_user_attr("missing", missing)
         if status != "ok":
-            self.study.tell(trial, state=TrialState.FAIL)
+            search.study.tell(trial, state=TrialState.FAIL)
             return status
         for constraint in self.space.constraints:
             trial.set_constraint(str(constraint), constraint.violation(metrics[constraint.metric]))
-        self.study.tell(trial, [metrics[m] for m in self.objectives])
+        search.study.tell(trial, [metrics[m] for m in self.objectives])
         return status
 
-    def _save_samples(self, number: int, measurement: Measurement) -> str | None:
+    def _save_samples(self, search: _DeviceSearch, number: int,
+                      measurement: Measurement) -> str | None:
         if not measurement.samples:
             return None
         folder = self.run_dir / "samples"
         folder.mkdir(parents=True, exist_ok=True)
-        target = folder / f"trial-{number:05d}.npz"
+        # A single-device campaign keeps the plain name; several studies share the folder.
+        prefix = "" if len(self.searches) == 1 else f"{search.profile.name}-"
+        target = folder / f"{prefix}trial-{number:05d}.npz"
         arrays: dict[str, Any] = {k: np.asarray(v, dtype=np.float64)
                                   for k, v in measurement.samples.items()}
         # A file object, so numpy does not append ".npz" to the temporary name.
@@ -162,69 +195,130 @@ class SearchLoop:
         atomic_write(target, write)
         return str(target.relative_to(self.run_dir))
 
-    def _run_one(self, trial: optuna.Trial) -> tuple[Candidate, str, str, dict[str, float], int | None]:
-        candidate = suggest_candidate(trial, self.space, self.profile)
+    def _ask(self, search: _DeviceSearch) -> None:
+        """Ask the profile's study for one candidate: reuse a known result, follow an identical
+        candidate in flight, or hand it to the farm."""
+        trial = search.study.ask()
+        pending = _Pending(search.profile.name, trial, suggest_candidate(
+            trial, self.space, search.profile))
+        candidate = pending.candidate
         trial.set_user_attr("candidate", candidate.to_dict())
         trial.set_user_attr("candidate_id", candidate.candidate_id)
-        known = self.known.get(candidate.candidate_id)
+        key = next(self._keys)
+        self.pending[key] = pending
+        known = search.known.get(candidate.candidate_id)
         if known is not None:
-            trial.set_user_attr("reused_from", known.number)
-            status = self._record(trial, candidate, known.status, known.reason,
-                                  known.metrics, known.missing)
-            return candidate, status, known.reason, known.metrics, known.number
-        measurement = self.dispatcher.evaluate(
-            candidate, self.space.training, self.experiment.spec.measurement,
-            timeout_s=self.experiment.spec.budget.trial_timeout_s)
+            self._finish_reused(key, known)
+        elif candidate.candidate_id in self.followers:
+            self.followers[candidate.candidate_id].append(pending)
+        else:
+            self.followers[candidate.candidate_id] = []
+            self.dispatcher.submit(Job(key, candidate, self.space.training,
+                                       self.experiment.spec.measurement,
+                                       self.experiment.spec.budget.trial_timeout_s))
+
+    def _finish_reused(self, key: int, known: _Known) -> None:
+        pending = self.pending.pop(key)
+        search = self.searches[pending.profile]
+        pending.trial.set_user_attr("reused_from", known.number)
+        status = self._record(search, pending.trial, known.status, known.reason, known.metrics,
+                              known.missing)
+        self._outcome(search, pending, status, known.reason, known.metrics, known.number)
+
+    def _finish_measured(self, done: Done) -> None:
+        pending = self.pending.pop(done.job.key)
+        search = self.searches[pending.profile]
+        trial, measurement = pending.trial, done.measurement
         trial.set_user_attr("provenance", measurement.provenance)
-        samples_file = self._save_samples(trial.number, measurement)
+        if done.device_id:
+            trial.set_user_attr("device_id", done.device_id)
+        samples_file = self._save_samples(search, trial.number, measurement)
         if samples_file:
             trial.set_user_attr("samples_file", samples_file)
-        status = self._record(trial, candidate, measurement.status, measurement.reason,
+        status = self._record(search, trial, measurement.status, measurement.reason,
                               measurement.metrics, measurement.missing)
-        self.known[candidate.candidate_id] = _Known(
-            trial.number, status, measurement.reason, measurement.metrics, measurement.missing)
-        return candidate, status, measurement.reason, measurement.metrics, None
+        known = _Known(trial.number, status, measurement.reason, measurement.metrics,
+                       measurement.missing)
+        search.known[pending.candidate.candidate_id] = known
+        self._outcome(search, pending, status, measurement.reason, measurement.metrics, None)
+        for follower in self.followers.pop(pending.candidate.candidate_id, []):
+            key = next(k for k, v in self.pending.items() if v is follower)
+            self._finish_reused(key, known)
+
+    def _outcome(self, search: _DeviceSearch, pending: _Pending, status: str, reason: str,
+                 metrics: dict[str, float], reused: int | None) -> None:
+        if status == "ok":
+            search.completed += 1
+        else:
+            self.failed_here += 1
+            self.last_failure = f"{search.profile.name} trial {pending.trial.number} {status}: {reason}"
+        if self.on_trial is not None:
+            budget = self.experiment.spec.budget.trials
+            self.on_trial(TrialOutcome(
+                pending.trial.number, pending.candidate, status, reason, metrics, reused,
+                sum(s.completed for s in self.searches.values()), budget * len(self.searches)))
 
     # -- the loop ----------------------------------------------------------------------------
 
-    def run(self) -> None:
-        """Measure until the budget is met.
+    def _to_ask(self, search: _DeviceSearch) -> int:
+        """How many new trials the profile's study should start now."""
+        budget = self.experiment.spec.budget.trials
+        running = sum(p.profile == search.profile.name for p in self.pending.values())
+        return min(self.dispatcher.idle(search.profile.name),
+                   max(0, budget - search.completed - running))
 
-        On Ctrl-C the trial in flight is failed as interrupted (re-queued on the next run), then
-        the interrupt is re-raised. A dse bug fails the trial with the error and stops the run.
-        Too many failed or infeasible trials stop the run with an error naming the last reason.
+    def run(self) -> None:
+        """Measure until every profile's budget is met.
+
+        On Ctrl-C the trials in flight are failed as interrupted (re-queued on the next run), then
+        the interrupt is re-raised. A dse bug fails them with the error and stops the run. Too many
+        failed or infeasible trials stop the run with an error naming the last reason.
         """
+        budget = self.experiment.spec.budget
+        try:
+            with self.node_lock.shared():
+                for search in self.searches.values():
+                    self._recover(search)
+            self.dispatcher.start()
+            while any(s.completed < budget.trials for s in self.searches.values()):
+                # The driver's own work is "other dse work" for a device on its node.
+                with self.node_lock.shared():
+                    for search in self.searches.values():
+                        for _ in range(self._to_ask(search)):
+                            self._ask(search)
+                if not self.pending:
+                    # Every device is busy elsewhere or still starting: wait for a change rather
+                    # than spin (reused results finish at once and never leave trials pending).
+                    self.dispatcher.wait(timeout_s=0.5)
+                    continue
+                finished = self.dispatcher.wait()
+                with self.node_lock.shared():
+                    for done in finished:
+                        self._finish_measured(done)
+                if self.failed_here >= budget.max_failed and any(
+                        s.completed < budget.trials for s in self.searches.values()):
+                    done_count = sum(s.completed for s in self.searches.values())
+                    raise DseError(
+                        f"{self.experiment.path}: budget.max_failed: stopped after "
+                        f"{self.failed_here} failed or infeasible trials in this run ({done_count} of "
+                        f"{budget.trials * len(self.searches)} completed); last: {self.last_failure}")
+        except BaseException as exc:
+            self._abandon(exc)
+            raise
+
+    def _abandon(self, exc: BaseException) -> None:
+        """Leave every study consistent, nothing half-written, and say what happened."""
         from optuna.trial import TrialState
 
-        self._recover()
-        budget = self.experiment.spec.budget
-        failed_here = 0
-        last_failure = ""
-        completed, _ = self._counts()
-        while completed < budget.trials:
-            trial = self.study.ask()
-            try:
-                candidate, status, reason, metrics, reused = self._run_one(trial)
-            except BaseException as exc:
-                # Leave the study consistent, nothing half-written, and say what happened.
-                self.dispatcher.cancel()
-                interrupted = isinstance(exc, KeyboardInterrupt)
-                trial.set_user_attr("status", "failed")
-                trial.set_user_attr("interrupted", True)
-                trial.set_user_attr("reason", "interrupted before the measurement finished"
-                                    if interrupted else f"dse error: {type(exc).__name__}: {exc}")
-                self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
-                raise
-            if status == "ok":
-                completed += 1
-            else:
-                failed_here += 1
-                last_failure = f"trial {trial.number} {status}: {reason}"
-            if self.on_trial is not None:
-                self.on_trial(TrialOutcome(trial.number, candidate, status, reason, metrics,
-                                           reused, completed, budget.trials))
-            if failed_here >= budget.max_failed and completed < budget.trials:
-                raise DseError(
-                    f"{self.experiment.path}: budget.max_failed: stopped after {failed_here} failed "
-                    f"or infeasible trials in this run ({completed} of {budget.trials} completed); "
-                    f"last: {last_failure}")
+        self.dispatcher.cancel()
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        for pending in self.pending.values():
+            trial = pending.trial
+            trial.set_user_attr("status", "failed")
+            trial.set_user_attr("interrupted", True)
+            trial.set_user_attr("reason", "interrupted before the measurement finished"
+                                if interrupted else f"dse error: {type(exc).__name__}: {exc}")
+            self.searches[pending.profile].study.tell(trial, state=TrialState.FAIL,
+                                                      skip_if_finished=True)
+        self.pending.clear()
+        self.followers.clear()

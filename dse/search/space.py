@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from dse.backends.capabilities import supports
+from dse.backends.capabilities import supports_device
 from dse.candidate import Candidate
 from dse.exceptions import SpecError
 from dse.spec import HardwareProfile, RangeParam, SearchSpace
@@ -36,7 +36,8 @@ def device_options(space: SearchSpace, profile: HardwareProfile) -> dict[str, li
         if backend not in profile.backends:
             continue
         precisions: list[str] = [p for p in space.deployment.precisions
-                      if p in profile.precisions and supports(backend, p, profile.kind)[0]]
+                      if p in profile.precisions and supports_device(
+                                 backend, p, profile.kind, profile.compute_capability)[0]]
         if precisions:
             options[backend] = precisions
     if not options:

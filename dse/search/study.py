@@ -25,8 +25,10 @@ def make_sampler(spec: SamplerSpec, resumed_trials: int) -> optuna.samplers.Base
 
     seed = spec.seed + resumed_trials
     if spec.name == "tpe":
+        # constant_liar: with several devices measuring at once, TPE treats the running trials as
+        # bad results instead of proposing the same region to every idle device.
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=spec.startup_trials,
-                                          multivariate=True)
+                                          multivariate=True, constant_liar=True)
     if spec.name == "nsga2":
         return optuna.samplers.NSGAIISampler(seed=seed)
     return optuna.samplers.RandomSampler(seed=seed)
@@ -39,6 +41,24 @@ _SPACE_SECTIONS = ("model", "training", "deployment", "constraints")
 def space_fingerprint(space: SearchSpace) -> dict[str, str]:
     dumped = space.model_dump(mode="json")
     return {section: stable_hash(dumped[section]) for section in _SPACE_SECTIONS}
+
+
+def study_name(campaign: str, profile: str, device_count: int) -> str:
+    """A single-device campaign's study is named like the campaign; with several devices each
+    profile has its own study, ``<campaign>@<profile>``, in the same storage."""
+    return campaign if device_count == 1 else f"{campaign}@{profile}"
+
+
+def open_studies(run_dir: Path, campaign: str, space: SearchSpace, sampler: SamplerSpec,
+                 profiles: list[str]) -> dict[str, optuna.Study]:
+    """One study per device profile (see :func:`study_name`), created or resumed."""
+    studies = {}
+    for profile in profiles:
+        study = open_study(run_dir, study_name(campaign, profile, len(profiles)), space, sampler)
+        study.set_user_attr("campaign", campaign)
+        study.set_user_attr("device_profile", profile)
+        studies[profile] = study
+    return studies
 
 
 def open_study(run_dir: Path, name: str, space: SearchSpace, sampler: SamplerSpec) -> optuna.Study:

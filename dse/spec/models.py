@@ -23,8 +23,9 @@ from pydantic import (
 
 from dse.metrics import METRICS
 
-BackendName = Literal["onnxruntime", "torch", "torch_compile"]
-Precision = Literal["fp32", "fp16", "bf16", "int8"]
+BackendName = Literal["onnxruntime", "onnxruntime_cuda", "onnxruntime_tensorrt", "tensorrt", "torch",
+                      "torch_compile"]
+Precision = Literal["fp32", "fp16", "bf16", "int8", "fp8"]
 DeviceKind = Literal["cpu", "cuda", "jetson"]
 FamilyName = Literal["cnn"]
 DatasetName = Literal["digits"]
@@ -197,6 +198,10 @@ class HardwareProfile(Strict):
     precisions: list[Precision] = Field(min_length=1, description="Precisions it supports.")
     max_threads: int | None = Field(
         default=None, ge=1, description="CPU threads available to a runner (none: all cores).")
+    compute_capability: float | None = Field(
+        default=None, gt=0, le=20,
+        description="CUDA compute capability of the device's GPU (e.g. 9.0); combinations below "
+                    "a capability entry's floor are not offered. None: checked when compiling.")
     telemetry: list[ProbeName] = Field(
         default_factory=lambda: list[ProbeName](["process_memory"]),
         description="Telemetry probes to use.")
@@ -204,6 +209,24 @@ class HardwareProfile(Strict):
                                       description="Peak compute, for the roofline.")
     peak_bandwidth_gbs: float | None = Field(default=None, gt=0,
                                              description="Peak memory bandwidth, for the roofline.")
+    peak_gflops_by_precision: dict[Precision, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict,
+        description="Peak dense compute per precision in GFLOP/s (GOP/s for int8), for the "
+                    "roofline; peak_gflops is the fp32 figure.")
+    peak_source: str = Field(default="", description="Where the peak figures come from "
+                                                     "(datasheet, whitepaper), for the reader.")
+    power_modes: list[str] = Field(
+        default_factory=list,
+        description="Power modes the device offers (nvpmodel modes on Jetson, power caps on GPUs).")
+    power_mode: str | None = Field(
+        default=None, description="The power mode measurements are taken in; one of power_modes.")
+
+    @model_validator(mode="after")
+    def _known_power_mode(self) -> HardwareProfile:
+        if self.power_mode is not None and self.power_mode not in self.power_modes:
+            raise ValueError(f"power_mode {self.power_mode!r} is not one of power_modes "
+                             f"{self.power_modes}")
+        return self
 
 
 class SamplerSpec(Strict):
@@ -260,6 +283,23 @@ class MeasureSpec(Strict):
         return self
 
 
+class FarmSpec(Strict):
+    """Where the devices are and how the farm treats faults."""
+
+    address: str | None = Field(
+        default=None,
+        description="Ray head address (HOST:PORT) of a device farm; none: an embedded local Ray. "
+                    "`dse run --address` overrides it.")
+    max_retries: int = Field(
+        default=2, ge=0, le=20,
+        description="Times a trial whose device worker or node died is re-dispatched to another "
+                    "device of the same profile before it is failed.")
+    quarantine_after: int = Field(
+        default=3, ge=1, le=1000,
+        description="A device whose trials fail this many times in a row is quarantined: it gets "
+                    "no more trials in this campaign.")
+
+
 class ExperimentSpec(Strict):
     """A campaign: a search space on one or more devices, with a sampler and a budget."""
 
@@ -272,6 +312,8 @@ class ExperimentSpec(Strict):
     budget: BudgetSpec = Field(description="Trial budget.")
     measurement: MeasureSpec = Field(default_factory=MeasureSpec,
                                      description="Latency sampling settings.")
+    farm: FarmSpec = Field(default_factory=FarmSpec,
+                           description="Device farm address and fault handling.")
     runs_dir: Path = Field(default=Path("runs"),
                            description="Where run folders go, relative to this file.")
     dashboards_dir: Path = Field(default=Path("../dashboards"),

@@ -29,6 +29,9 @@ TOLERANCES: dict[str, Tolerance] = {
     "fp16": Tolerance(atol=5e-2, min_top1=0.95),
     "bf16": Tolerance(atol=2.5e-1, min_top1=0.95),
     "int8": Tolerance(atol=None, min_top1=0.9),
+    # e4m3 keeps 3 mantissa bits: on the tiny, weakly trained test cnn (top-2 margins down to
+    # 0.004) the fp8 Q/DQ graph agrees with fp32 on 0.89 of 64 images (reference evaluator).
+    "fp8": Tolerance(atol=None, min_top1=0.85),
 }
 
 

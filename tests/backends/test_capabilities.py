@@ -32,24 +32,62 @@ def test_supported_on_cpu(backend: str, precision: str) -> None:
 
 def test_torch_int8_is_refused_with_the_way_out() -> None:
     assert supports("torch", "int8", "cpu") == (
-        False, "torch eager int8 needs a quantized torch module; use onnxruntime for int8")
+        False, "torch eager int8 needs a quantized torch module; use onnxruntime or tensorrt for "
+               "int8")
     ok, reason = supports("torch_compile", "int8", "cpu")
     assert not ok
-    assert "use onnxruntime for int8" in reason
+    assert "use onnxruntime or tensorrt for int8" in reason
+    assert "use tensorrt for fp8" in supports("torch", "fp8", "cuda")[1]
 
 
-@pytest.mark.parametrize("precision", ["fp16", "bf16"])
-def test_onnx_half_precisions_wait_for_their_transforms(precision: str) -> None:
-    assert supports("onnxruntime", precision, "cpu") == (
-        False, "dse builds no fp16/bf16 ONNX artifact yet (ONNX precision transforms arrive "
-               "with the TensorRT/CUDA providers)")
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "fp8"])
+def test_onnxruntime_cpu_refuses_what_it_would_only_emulate(precision: str) -> None:
+    ok, reason = supports("onnxruntime", precision, "cpu")
+    assert not ok
+    assert {"fp16": "computes in fp32", "bf16": "does not load",
+            "fp8": "no fp8 arithmetic"}[precision] in reason
 
 
 @pytest.mark.parametrize("kind", ["cuda", "jetson"])
-@pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16", "int8"])
-def test_no_gpu_runner_for_onnxruntime_yet(kind: str, precision: str) -> None:
-    assert supports("onnxruntime", precision, kind) == (
-        False, "dse has no CUDA runner for onnxruntime yet")
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_the_cpu_provider_is_not_offered_on_gpu_devices(kind: str, precision: str) -> None:
+    ok, reason = supports("onnxruntime", precision, kind)
+    assert not ok
+    assert "use onnxruntime_cuda or onnxruntime_tensorrt" in reason
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime_cuda", "onnxruntime_tensorrt", "tensorrt"])
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_gpu_only_backends_refuse_cpu_devices(backend: str, precision: str) -> None:
+    ok, reason = supports(backend, precision, "cpu")
+    assert not ok
+    assert reason == f"{backend} needs a CUDA device; a cpu profile has none"
+
+
+@pytest.mark.parametrize("kind", ["cuda", "jetson"])
+def test_gpu_backends_and_their_precisions(kind: str) -> None:
+    offered = {(b, p) for (b, p, k), entry in CAPABILITIES.items() if k == kind and entry.supported}
+    assert {("onnxruntime_cuda", "fp32"), ("onnxruntime_cuda", "fp16")} <= offered
+    assert ("onnxruntime_cuda", "int8") not in offered  # would run dequantized in fp32
+    assert {("onnxruntime_tensorrt", p) for p in ("fp32", "fp16", "int8")} <= offered
+    assert {("tensorrt", p) for p in ("fp32", "fp16", "bf16", "int8")} <= offered
+    # fp8 needs compute capability 8.9; Jetson Orin is 8.7.
+    assert (("tensorrt", "fp8") in offered) == (kind == "cuda")
+    if kind == "cuda":
+        assert CAPABILITIES["tensorrt", "fp8", "cuda"].min_compute_capability == 8.9
+    assert CAPABILITIES["tensorrt", "bf16", kind].min_compute_capability == 8.0
+
+
+def test_compute_capability_of_the_profile_prunes_below_the_floor() -> None:
+    from dse.backends import supports_device
+
+    assert supports_device("tensorrt", "fp8", "cuda", 9.0)[0]
+    ok, reason = supports_device("tensorrt", "fp8", "cuda", 8.0)
+    assert not ok
+    assert reason == "tensorrt fp8 needs compute capability >= 8.9; the device's GPU has 8"
+    assert not supports_device("torch", "bf16", "jetson", 7.2)[0]
+    # A profile that does not name its GPU is checked when compiling, not here.
+    assert supports_device("tensorrt", "fp8", "cuda", None)[0]
 
 
 @pytest.mark.parametrize("kind", ["cuda", "jetson"])
@@ -67,15 +105,17 @@ def test_torch_runs_on_gpus_with_bf16_from_ampere(kind: str, backend: str) -> No
 
 
 def test_unknown_combination_names_what_is_known() -> None:
-    ok, reason = supports("tensorrt", "fp16", "cuda")
+    ok, reason = supports("tvm", "fp16", "cuda")
     assert not ok
-    assert "backend='tensorrt'" in reason
-    assert "known backends: ['onnxruntime', 'torch', 'torch_compile']" in reason
+    assert "backend='tvm'" in reason
+    assert ("known backends: ['onnxruntime', 'onnxruntime_cuda', 'onnxruntime_tensorrt', "
+            "'tensorrt', 'torch', 'torch_compile']") in reason
 
 
 def test_unknown_backend_lists_the_known_ones() -> None:
-    with pytest.raises(KeyError,
-                       match="unknown backend 'tvm'; known: onnxruntime, torch, torch_compile"):
+    with pytest.raises(KeyError, match="unknown backend 'tvm'; known: onnxruntime, "
+                                       "onnxruntime_cuda, onnxruntime_tensorrt, tensorrt, torch, "
+                                       "torch_compile"):
         get_backend("tvm")
 
 

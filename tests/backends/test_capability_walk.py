@@ -19,7 +19,7 @@ from dse.exceptions import BuildError
 from dse.farm.prepare import prepare_candidate
 from dse.quality.digits import DigitsSplit
 from dse.spec import HardwareProfile
-from tests.backends._devices import NO_CUDA, NO_JETSON, has_cuda, has_jetson
+from tests.backends._devices import NO_CUDA, NO_JETSON, has_cuda, has_jetson, missing_runtime
 from tests.backends._suite import check_runner
 from tests.backends.conftest import (
     COMPARED_IMAGES,
@@ -72,6 +72,9 @@ def test_entry_holds(key: tuple[str, str, str], request: pytest.FixtureRequest,
         pytest.skip(NO_JETSON)
     if not has_cuda():
         pytest.skip(NO_CUDA)
+    missing = missing_runtime(backend)
+    if missing:
+        pytest.skip(missing)
     artifact_for: ArtifactFor = request.getfixturevalue("artifact_for")
     with get_backend(backend).compile(artifact_for(backend, precision), {}, _profile(*key),
                                       POOL_BATCH) as runner:

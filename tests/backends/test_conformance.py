@@ -27,8 +27,17 @@ CPU_COMBINATIONS = sorted((backend, precision) for (backend, precision, kind), e
                           in CAPABILITIES.items() if kind == "cpu" and entry.supported)
 
 
+CPU_BACKENDS = sorted({backend for backend, _ in CPU_COMBINATIONS})
+GPU_ONLY_BACKENDS = sorted(set(BACKENDS) - set(CPU_BACKENDS))
+
+
 @pytest.fixture(params=sorted(BACKENDS))
 def backend(request: pytest.FixtureRequest) -> Backend:
+    return BACKENDS[request.param]
+
+
+@pytest.fixture(params=CPU_BACKENDS)
+def cpu_backend(request: pytest.FixtureRequest) -> Backend:
     return BACKENDS[request.param]
 
 
@@ -51,8 +60,16 @@ def _keep_torch_threads() -> Iterator[None]:
     torch.set_num_threads(threads)
 
 
-def test_every_backend_runs_fp32_on_the_cpu(backend: Backend) -> None:
-    assert (backend.name, "fp32") in CPU_COMBINATIONS
+def test_every_cpu_backend_runs_fp32_on_the_cpu(cpu_backend: Backend) -> None:
+    assert (cpu_backend.name, "fp32") in CPU_COMBINATIONS
+
+
+@pytest.mark.parametrize("name", GPU_ONLY_BACKENDS)
+def test_gpu_only_backends_have_no_cpu_entry_and_refuse_a_cpu_device(
+        name: str, fp32_artifacts: dict[str, Artifact], cpu_profile: HardwareProfile) -> None:
+    assert name in {"onnxruntime_cuda", "onnxruntime_tensorrt", "tensorrt"}
+    with pytest.raises(BuildError):
+        BACKENDS[name].compile(fp32_artifacts[name], {}, cpu_profile, 2)
 
 
 def test_registered_under_its_name(backend: Backend) -> None:
@@ -92,10 +109,10 @@ def test_describe_gives_provenance(runner: Runner, combination: tuple[str, str],
     assert info["threads"] == (str(cpu_profile.max_threads) if precision == "fp32" else "1")
 
 
-def test_thread_knob_is_honoured(backend: Backend, runner_pool: RunnerFor) -> None:
-    others = [p for b, p in CPU_COMBINATIONS if b == backend.name and p != "fp32"]
-    assert others, f"{backend.name} has no CPU precision but fp32 to test its thread knob on"
-    assert runner_pool(backend.name, others[0]).describe()["threads"] == "1"
+def test_thread_knob_is_honoured(cpu_backend: Backend, runner_pool: RunnerFor) -> None:
+    others = [p for b, p in CPU_COMBINATIONS if b == cpu_backend.name and p != "fp32"]
+    assert others, f"{cpu_backend.name} has no CPU precision but fp32 to test its thread knob on"
+    assert runner_pool(cpu_backend.name, others[0]).describe()["threads"] == "1"
 
 
 def test_unknown_knob_is_a_build_error(backend: Backend, fp32_artifacts: dict[str, Artifact],

@@ -136,15 +136,16 @@ def test_a_batch_larger_than_the_test_split_cycles(cache_dir: Path) -> None:
 
 @pytest.mark.parametrize(("candidate", "profile", "message"), [
     (_candidate("torch", "int8"), PROFILE,
-     "torch eager int8 needs a quantized torch module; use onnxruntime for int8"),
+     "torch eager int8 needs a quantized torch module; use onnxruntime or tensorrt for int8"),
     (_candidate("onnxruntime", "fp32"), PROFILE.model_copy(update={"kind": "cuda"}),
-     "no CUDA runner for onnxruntime"),
+     "on a GPU device it would measure the host CPU"),
     (_candidate("torch", "fp32"), PROFILE.model_copy(update={"backends": ["onnxruntime"]}),
      "device 'test-cpu' has no backend 'torch'"),
     (_candidate("onnxruntime", "int8"), PROFILE.model_copy(update={"precisions": ["fp32"]}),
      "does not support precision 'int8'"),
     (_candidate("onnxruntime", "fp32", knobs={"threads": 2}), PROFILE,
-     r"no knob\(s\) \['threads'\]; allowed: \['inter_op_threads', 'intra_op_threads'\]"),
+     r"no knob\(s\) \['threads'\]; allowed: \['graph_optimization_level', "
+     r"'inter_op_threads', 'intra_op_threads'\]"),
     (_candidate("onnxruntime", "fp32", arch={**TINY, "kernel_size": 4}), PROFILE,
      "kernel_size must be 3 or 5, got 4"),
     (_candidate("onnxruntime", "fp32", family="mlp"), PROFILE, "unknown model family 'mlp'"),

@@ -37,10 +37,11 @@ def test_shipped_examples_are_valid() -> None:
         ("  batch_size: 128", "  batchsize: 128",
          "training.batchsize: unknown key 'batchsize'; allowed: batch_size, epochs"),
         ("  epochs: 2", "  epochs: two", "training.epochs: Input should be a valid integer"),
-        ("    torch:\n", "    tensorrt:\n", "deployment.backends.tensorrt: found 'tensorrt'; allowed: "
-                                             "onnxruntime, torch, torch_compile"),
+        ("    torch:\n", "    tvm:\n", "deployment.backends.tvm: found 'tvm'; allowed: "
+                                        "onnxruntime, onnxruntime_cuda, onnxruntime_tensorrt, "
+                                        "tensorrt, torch, torch_compile"),
         ("[fp32, int8]", "[fp32, int4]",
-         "deployment.precisions[1]: found 'int4'; allowed: fp32, fp16, bf16, int8"),
+         "deployment.precisions[1]: found 'int4'; allowed: fp32, fp16, bf16, int8, fp8"),
         ("  - metric: latency_p99_ms", "  - metric: latency_p99",
          "objectives[1].metric: unknown metric 'latency_p99'; allowed: accuracy"),
         ("    kernel_size: [3]", "    kernel: [3]",
@@ -48,7 +49,7 @@ def test_shipped_examples_are_valid() -> None:
         ("    kernel_size: [3]", "    kernel_size: [3, 7]", "model.arch.kernel_size: "),
         ("        intra_op_threads: [1]", "        intra_threads: [1]",
          "deployment.backends.onnxruntime.knobs.intra_threads: unknown knob of onnxruntime; "
-         "allowed: inter_op_threads, intra_op_threads"),
+         "allowed: graph_optimization_level, inter_op_threads, intra_op_threads"),
         ("  - memory_peak_mb <= 100000", "  - memory_peak_mb < lots",
          "constraints[0]: constraint must read"),
     ],

@@ -1,0 +1,182 @@
+"""TensorRT: an engine built from the ONNX artifact, for one CUDA GPU, TensorRT 10 or 11.
+
+Engines are cached (a build takes seconds to minutes) under ``$DSE_DEVICE_CACHE/trt-engines``,
+keyed by the ONNX content, precision, knobs, batch size, TensorRT version and the device
+fingerprint, so a cached engine is only ever loaded on the kind of device it was built for.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dse.backends.base import Backend, Runner, default_threads
+from dse.backends.registry import register_backend
+from dse.backends.trt_engine import (
+    BuildPlan,
+    BuiltEngine,
+    create,
+    load_or_build,
+    one_line,
+    trt_logger,
+)
+from dse.backends.trt_runner import EngineIO, TensorRTRunner, engine_io
+from dse.backends.trt_settings import (
+    KNOBS,
+    PRECISIONS,
+    THREAD_KNOB,
+    EngineSettings,
+    check_compute_capability,
+    engine_cache_root,
+    engine_key,
+    network_flag_names,
+    onnx_content_id,
+    precision_flags,
+    profile_shapes_batch,
+    resolve_settings,
+    resolve_typing,
+    timing_cache_key,
+)
+from dse.backends.trt_version import TensorRTVersion, import_tensorrt, parse_version
+from dse.build.cache import ArtifactCache
+from dse.build.fingerprint import device_fingerprint, fingerprint_id
+from dse.exceptions import BuildError
+
+if TYPE_CHECKING:
+    from dse.build import Artifact
+    from dse.spec import HardwareProfile
+
+
+@register_backend
+class TensorRTBackend(Backend):
+    """Builds (or loads from the engine cache) a TensorRT engine and runs it with torch buffers.
+
+    Knobs (all checked before TensorRT is imported):
+
+    - ``workspace_mb``: the builder's workspace memory pool limit in MiB (default: TensorRT's,
+      the device's memory);
+    - ``builder_optimization_level``: 0 (fast build) to 5 (slow build, best tactics); default 3;
+    - ``builder_threads``: CPU threads the builder may use (default: the profile's
+      ``max_threads``, else every core); it does not change the engine, so it is not in its key;
+    - ``tf32``: let float32 layers use TF32 (default false, so fp32 computes in fp32);
+    - ``strongly_typed``: build a strongly typed network, types from the graph (TensorRT 10
+      default false: weak typing with the precision's builder flag; TensorRT 11 always true).
+    """
+
+    name = "tensorrt"
+    knobs = KNOBS
+    thread_knob = THREAD_KNOB
+
+    def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
+                batch_size: int) -> Runner:
+        self.check_knobs(knobs)
+        settings = resolve_settings(knobs, default_threads(profile))
+        if artifact.format != "onnx" or artifact.path is None:
+            raise BuildError(f"tensorrt builds engines from ONNX files, got a {artifact.format!r} "
+                             f"artifact")
+        if artifact.precision not in PRECISIONS:
+            raise BuildError(f"tensorrt builds precisions {list(PRECISIONS)}, got "
+                             f"{artifact.precision!r}")
+        if batch_size < 1:
+            raise BuildError(f"batch size must be >= 1, got {batch_size}")
+        if profile.kind == "cpu":
+            raise BuildError(f"tensorrt needs a CUDA device; device {profile.name!r} is a cpu "
+                             f"device")
+        trt = import_tensorrt()
+        version = parse_version(str(trt.__version__))
+        strongly_typed = resolve_typing(version, settings.strongly_typed)
+        device, gpu_name, capability = _cuda_device(profile)
+        check_compute_capability(artifact.precision, profile.kind, capability, gpu_name)
+        fingerprint = device_fingerprint(device)
+        plan = BuildPlan(settings, network_flag_names(version, strongly_typed),
+                         precision_flags(artifact.precision, strongly_typed), batch_size,
+                         tuple(artifact.input_shape))
+        key = engine_key(onnx_content_id(artifact.path), artifact.precision, settings,
+                         strongly_typed, batch_size, fingerprint, version.text)
+        engine, built, load_seconds = _engine(trt, artifact.path, plan, key,
+                                              timing_cache_key(fingerprint, version.text))
+        io = engine_io(trt, engine, plan.sample_shape)
+        described = _describe(self.name, artifact.precision, version, strongly_typed, plan,
+                              built, load_seconds, io)
+        described.update(gpu_name=gpu_name, compute_capability=f"{capability[0]}.{capability[1]}",
+                         cuda_device_index=str(device), device_fingerprint=fingerprint_id(fingerprint),
+                         driver=fingerprint["driver"], cuda_runtime=fingerprint["cuda_runtime"])
+        try:
+            return TensorRTRunner(trt, engine, io, batch_size, device, described,
+                                  built.build_seconds + load_seconds)
+        except RuntimeError as exc:
+            raise BuildError(f"the TensorRT engine {built.path.name} loaded but cannot run: "
+                             f"{exc}") from exc
+
+
+def _cuda_device(profile: HardwareProfile) -> tuple[int, str, tuple[int, int]]:
+    """The current CUDA device: index, name and compute capability (BuildError when none)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise BuildError(f"device {profile.name!r} is a {profile.kind} device, but torch "
+                         f"{torch.__version__} reports no CUDA device")
+    index = torch.cuda.current_device()
+    major, minor = torch.cuda.get_device_capability(index)
+    return index, torch.cuda.get_device_name(index), (int(major), int(minor))
+
+
+def _engine(trt: Any, onnx_path: Path, plan: BuildPlan, key: dict[str, Any],
+            timing_key: dict[str, Any]) -> tuple[Any, BuiltEngine, float]:
+    """The deserialized engine, where it came from, and the seconds deserializing took."""
+    cache = ArtifactCache(engine_cache_root())
+    built = load_or_build(trt, onnx_path, plan, cache, key, timing_key)
+    engine, load_seconds, errors = _deserialize(trt, built)
+    if engine is None and built.cached:
+        # A damaged cache file (or one no longer loadable): build afresh, once.
+        built.path.unlink(missing_ok=True)
+        built = load_or_build(trt, onnx_path, plan, cache, key, timing_key)
+        engine, load_seconds, errors = _deserialize(trt, built)
+    if engine is None:
+        raise BuildError(f"TensorRT could not load the engine {built.path.name}: "
+                         f"{one_line(errors)}")
+    return engine, built, load_seconds
+
+
+def _deserialize(trt: Any, built: BuiltEngine) -> tuple[Any, float, list[str]]:
+    """The engine from its bytes (None when TensorRT refuses them), the seconds it took, and the
+    errors TensorRT logged meanwhile."""
+    logger = trt_logger(trt)
+    mark = logger.last
+    # The engine keeps its runtime alive (the bindings tie their lifetimes together).
+    runtime = create(logger, mark, "a runtime", trt.Runtime, logger)
+    start = time.perf_counter()
+    engine = runtime.deserialize_cuda_engine(built.data)
+    return engine, time.perf_counter() - start, logger.errors_since(mark)
+
+
+def _describe(backend: str, precision: str, version: TensorRTVersion, strongly_typed: bool,
+              plan: BuildPlan, built: BuiltEngine, load_seconds: float,
+              io: EngineIO) -> dict[str, str]:
+    settings: EngineSettings = plan.settings
+    low, opt, high = profile_shapes_batch(plan.batch_size)
+    return {
+        "backend": backend,
+        "backend_version": version.text,
+        "device": "cuda",
+        "precision": precision,
+        "threads": str(settings.builder_threads),
+        "builder_threads": str(settings.builder_threads),
+        "tensorrt_api": version.api_label(strongly_typed),
+        "network_flags": ",".join(plan.network_flags) or "none",
+        "precision_flags": ",".join(plan.precision_flags) or "none",
+        "tf32": "allowed" if settings.tf32 else "disabled",
+        "workspace_mb": str(settings.workspace_mb) if settings.workspace_mb else "tensorrt default",
+        "builder_optimization_level": str(settings.optimization_level),
+        "optimization_profile": f"batch min {low} / opt {opt} / max {high}",
+        "engine_cached": str(built.cached),
+        "engine_path": str(built.path),
+        "engine_bytes": str(len(built.data)),
+        "engine_build_seconds": f"{built.build_seconds:.3f}",
+        "engine_load_seconds": f"{load_seconds:.3f}",
+        "timing_cache": built.timing_cache,
+        "input_dtype": io.input_dtype,
+        "output_dtype": io.output_dtype,
+    }

@@ -1,0 +1,85 @@
+"""The device fingerprint that keys device-side artifacts (TensorRT engines, ONNX Runtime TensorRT
+caches, compiled state).
+
+An engine built for one GPU, driver or TensorRT release is invalid on another, so a device
+artifact's cache key names the host artifact, the backend settings and this fingerprint: GPU name
+and compute capability, driver, CUDA runtime, TensorRT, ONNX Runtime and JetPack (L4T) versions.
+Every value is read from the device; what cannot be read is recorded as ``"absent"``, so two
+devices that differ in what can be read never share a key.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+
+from dse.candidate import stable_hash
+
+ABSENT = "absent"
+# Distributions that ship TensorRT's Python bindings, newest naming first (the "tensorrt" meta
+# package pulls one of the CUDA-specific ones; JetPack installs "tensorrt" itself).
+_TENSORRT_DISTRIBUTIONS = ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu11")
+_ORT_DISTRIBUTIONS = ("onnxruntime-gpu", "onnxruntime")
+
+
+def _version(distributions: tuple[str, ...]) -> str:
+    for name in distributions:
+        try:
+            return f"{name}=={importlib.metadata.version(name)}"
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return ABSENT
+
+
+def _l4t_release(root: Path) -> str:
+    from dse.measure.telemetry.jetson import l4t_release
+
+    return l4t_release(root) or ABSENT
+
+
+def _gpu(device_index: int) -> dict[str, str]:
+    """Name, compute capability and CUDA runtime from torch, which every GPU device worker has."""
+    try:
+        import torch
+    except ImportError:
+        return {"gpu_name": ABSENT, "compute_capability": ABSENT, "cuda_runtime": ABSENT}
+    if not torch.cuda.is_available():
+        return {"gpu_name": ABSENT, "compute_capability": ABSENT, "cuda_runtime": ABSENT}
+    major, minor = torch.cuda.get_device_capability(device_index)
+    return {"gpu_name": torch.cuda.get_device_name(device_index),
+            "compute_capability": f"{major}.{minor}",
+            "cuda_runtime": str(torch.version.cuda)}
+
+
+def _driver() -> str:
+    try:
+        import pynvml
+    except ImportError:
+        return ABSENT
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return ABSENT
+    try:
+        return str(pynvml.nvmlSystemGetDriverVersion())
+    except pynvml.NVMLError:
+        return ABSENT
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def device_fingerprint(device_index: int = 0, root: Path = Path("/")) -> dict[str, str]:
+    """What a device artifact built on this device depends on (``device_index``: the CUDA device
+    as the process sees it, after ``CUDA_VISIBLE_DEVICES``)."""
+    return {
+        **_gpu(device_index),
+        "driver": _driver(),
+        "tensorrt": _version(_TENSORRT_DISTRIBUTIONS),
+        "onnxruntime": _version(_ORT_DISTRIBUTIONS),
+        "l4t": _l4t_release(root),
+    }
+
+
+def fingerprint_id(fingerprint: dict[str, str]) -> str:
+    """A short stable id of a fingerprint, for file names and provenance."""
+    return stable_hash(fingerprint)[:16]

@@ -1,0 +1,126 @@
+"""The dispatcher on a real (embedded) Ray: timeouts, quarantine, a profile with no device, and
+the node lock that keeps measurements apart from other dse work."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dse.candidate import Candidate
+from dse.exceptions import DeviceError
+from dse.farm.dispatcher import Dispatcher, Job
+from dse.farm.isolation import NodeLock
+from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
+from tests.conftest import LOCAL_CPU
+
+TINY_ARCH = {"num_stages": 1, "depth": 1, "width_mult": 0.5, "kernel_size": 3, "expand_ratio": 2}
+TRAINING = TrainingSpec(epochs=1, batch_size=256)
+MEASURE = MeasureSpec(min_seconds=0.0, max_seconds=0.2, warmup_max_seconds=0.05)
+
+
+def _candidate(batch: int) -> Candidate:
+    return Candidate("cnn", TINY_ARCH, "fp32", batch, "onnxruntime", {"intra_op_threads": 1},
+                     "local-cpu")
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_a_device_failing_trials_in_a_row_is_quarantined_and_then_none_is_left(
+        tmp_path: Path) -> None:
+    import ray
+
+    from dse.farm.registry import find_registry
+
+    profile = HardwareProfile.model_validate(yaml.safe_load(LOCAL_CPU))
+    dispatcher = Dispatcher([profile], tmp_path, max_retries=2, quarantine_after=2)
+    try:
+        for batch in (1, 2):
+            result = dispatcher.evaluate(_candidate(batch), TRAINING, MEASURE, timeout_s=0.01)
+            assert result.status == "failed"
+            assert result.reason == "timed out after 0.01 s; worker restarted"
+        [(device, why)] = dispatcher.quarantined().items()
+        assert device.endswith("/local-cpu")
+        assert why.startswith("2 failed trials in a row; last: timed out")
+        with pytest.raises(DeviceError, match="no device of profile 'local-cpu' is left"):
+            dispatcher.evaluate(_candidate(4), TRAINING, MEASURE, timeout_s=60)
+        registry = find_registry()
+        assert registry is not None
+        states = {d["state"] for d in ray.get(registry.devices.remote())
+                  if d["profile"] == "local-cpu"}
+        assert "quarantined" in states
+    finally:
+        dispatcher.cancel()
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_a_profile_without_a_device_in_the_cluster_is_an_error(tmp_path: Path) -> None:
+    absent = HardwareProfile.model_validate({**yaml.safe_load(LOCAL_CPU), "name": "jetson-x"})
+    with pytest.raises(DeviceError, match=r"no device of profile\(s\) \['jetson-x'\].*dse worker"):
+        Dispatcher([absent], tmp_path).start()
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_jobs_run_concurrently_and_come_back_by_key(tmp_path: Path) -> None:
+    profile = HardwareProfile.model_validate(yaml.safe_load(LOCAL_CPU))
+    dispatcher = Dispatcher([profile], tmp_path)
+    try:
+        for key, batch in enumerate((1, 2, 3)):
+            dispatcher.submit(Job(key, _candidate(batch), TRAINING, MEASURE, 120))
+        # One device: one job runs, two wait in its profile's queue.
+        assert dispatcher.in_flight() == 3
+        assert dispatcher.idle("local-cpu") == 0
+        done = []
+        while len(done) < 3:
+            done.extend(dispatcher.wait())
+        assert sorted(d.job.key for d in done) == [0, 1, 2]
+        for d in done:
+            assert d.measurement.status == "ok", d.measurement.reason
+            assert d.device_id.startswith("local-cpu@")
+            assert d.measurement.provenance["attempts"] == "1"
+            assert float(d.measurement.provenance["measure_start"]) >= float(
+                d.measurement.provenance["build_end"])
+    finally:
+        dispatcher.cancel()
+
+
+def _hold(lock_cm: object, events: list[tuple[str, float]], name: str, seconds: float) -> None:
+    with lock_cm:  # type: ignore[attr-defined]
+        events.append((f"{name}+", time.monotonic()))
+        time.sleep(seconds)
+        events.append((f"{name}-", time.monotonic()))
+
+
+def test_node_lock_measurement_waits_for_builds_and_new_builds_wait_for_it(
+        tmp_path: Path) -> None:
+    lock = NodeLock("test-node", tmp_path)
+    events: list[tuple[str, float]] = []
+    build1 = threading.Thread(target=_hold, args=(lock.shared(), events, "build1", 0.4))
+    build1.start()
+    time.sleep(0.1)
+    measure = threading.Thread(target=_hold, args=(lock.exclusive(), events, "measure", 0.3))
+    measure.start()
+    time.sleep(0.1)
+    # Arrives while the measurement waits: must not jump ahead of it (no writer starvation).
+    build2 = threading.Thread(target=_hold, args=(lock.shared(), events, "build2", 0.1))
+    build2.start()
+    for thread in (build1, measure, build2):
+        thread.join(5)
+    order = [name for name, _ in sorted(events, key=lambda e: e[1])]
+    assert order == ["build1+", "build1-", "measure+", "measure-", "build2+", "build2-"]
+
+
+def test_builds_share_the_node(tmp_path: Path) -> None:
+    lock = NodeLock("test-node", tmp_path)
+    events: list[tuple[str, float]] = []
+    threads = [threading.Thread(target=_hold, args=(lock.shared(), events, f"b{i}", 0.3))
+               for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    starts = sorted(t for name, t in events if name.endswith("+"))
+    ends = sorted(t for name, t in events if name.endswith("-"))
+    assert starts[1] < ends[0], "two builds did not overlap"

@@ -96,9 +96,9 @@ class CampaignResult:
     @property
     def trials(self) -> pd.DataFrame:
         """One row per trial: status, every parameter, every metric (unit in the column name)."""
-        from dse.results import load_study, trials_frame
+        from dse.results import load_campaign, trials_frame
 
-        return trials_frame(load_study(self.run_dir))
+        return trials_frame(load_campaign(self.run_dir))
 
     def pareto(self) -> pd.DataFrame:
         """The feasible Pareto front over the campaign's objectives."""
@@ -110,10 +110,10 @@ class CampaignResult:
 def write_report(experiment: Experiment) -> tuple[Path, Path, Path]:
     """Write trials.parquet, pareto.csv and the dashboard of a campaign; returns their paths."""
     from dse.report import write_dashboard
-    from dse.results import load_study, write_results
+    from dse.results import load_campaign, write_results
 
-    study = load_study(experiment.run_dir)
-    trials, front = write_results(study, experiment.run_dir,
+    studies = load_campaign(experiment.run_dir)
+    trials, front = write_results(studies, experiment.run_dir,
                                   [o.metric for o in experiment.space.objectives])
     dashboard = write_dashboard(experiment.run_dir, experiment.dashboard_path,
                                 title=experiment.name)

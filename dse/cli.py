@@ -75,7 +75,7 @@ def _progress_printer(console: Console) -> tuple[object, object]:
 
 def _describe(outcome: TrialOutcome) -> str:
     c = outcome.candidate
-    head = f"#{outcome.number} {c.backend}/{c.precision} b{c.batch_size}"
+    head = f"#{outcome.number} {c.device_profile} {c.backend}/{c.precision} b{c.batch_size}"
     if outcome.status != "ok":
         return f"{head}: {outcome.status}: {outcome.reason[:80]}"
     reused = f" (reused #{outcome.reused_from})" if outcome.reused_from is not None else ""
@@ -113,6 +113,7 @@ def _front_table(front: pd.DataFrame, objectives: list[str]) -> object:
 
     table = Table(title=f"Pareto front ({len(front)} points)")
     table.add_column("trial", justify="right")
+    table.add_column("device")
     table.add_column("runtime")
     table.add_column("batch", justify="right")
     table.add_column("arch", overflow="fold")
@@ -121,7 +122,8 @@ def _front_table(front: pd.DataFrame, objectives: list[str]) -> object:
         spec = metric(name)
         table.add_column(f"{spec.name} [{spec.unit}]", justify="right", overflow="fold")
     for _, row in front.iterrows():
-        table.add_row(str(row["trial"]), f"{row['param.backend']}/{row['param.precision']}",
+        table.add_row(str(row["trial"]), str(row["device"]),
+                      f"{row['param.backend']}/{row['param.precision']}",
                       str(row["param.batch_size"]), joined(row, "param.arch."),
                       joined(row, "param.knob."),
                       *[_number(row[metric(n).column]) for n in objectives])

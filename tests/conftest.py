@@ -75,14 +75,21 @@ def tiny_campaign(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path / "experiments" / "tiny.yaml"
 
 
+# A second CPU profile on the same machine, for multi-device campaigns.
+SECOND_CPU_NAME = "local-cpu-b"
+
+
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[None]:
-    """One real embedded Ray for the whole session, with the local-cpu device resource."""
+    """One real embedded Ray for the whole session, with one device of the local-cpu profile and
+    one of a second CPU profile (two devices on one node, as on a multi-GPU server)."""
     import yaml
 
     from dse.farm.cluster import shutdown, start_embedded
     from dse.spec import HardwareProfile
 
-    start_embedded([HardwareProfile.model_validate(yaml.safe_load(LOCAL_CPU))], num_cpus=2)
+    first = HardwareProfile.model_validate(yaml.safe_load(LOCAL_CPU))
+    second = first.model_copy(update={"name": SECOND_CPU_NAME})
+    start_embedded([first, second], num_cpus=2)
     yield
     shutdown()

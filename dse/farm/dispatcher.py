@@ -80,7 +80,7 @@ class Dispatcher:
     """
 
     def __init__(self, profiles: list[HardwareProfile], cache_dir: Path, *, max_retries: int = 2,
-                 quarantine_after: int = 3) -> None:
+                 quarantine_after: int = 3, worker_class: type | None = None) -> None:
         self.profiles = {p.name: p for p in profiles}
         self.cache_dir = cache_dir
         self.max_retries = max_retries
@@ -89,6 +89,9 @@ class Dispatcher:
         self.queues: dict[str, deque[Job]] = {name: deque() for name in self.profiles}
         self._serial = itertools.count()
         self._started = False
+        # The actor class: DeviceWorker, or a stand-in with the same methods (identity, evaluate)
+        # for simulated devices.
+        self.worker_class = worker_class
         self._registry: Any = None  # the registry's handle; False once it proved unreachable
         self.streaks: dict[str, int] = {}  # physical device -> failed trials in a row
         self.quarantine: dict[str, str] = {}  # physical device -> why it is quarantined
@@ -119,6 +122,7 @@ class Dispatcher:
 
         from dse.farm.worker import DeviceWorker
 
+        worker_class = self.worker_class or DeviceWorker
         profile = self.profiles[profile_name]
         options: dict[str, Any] = {"num_cpus": 0, "max_restarts": 0,
                                    "resources": {device_resource(profile_name): 1}}
@@ -127,7 +131,7 @@ class Dispatcher:
             # Jetson has one integrated GPU, which its node advertises as one GPU.
             options["num_gpus"] = 1 if profile.kind == "cuda" else 0
         device_id = f"{profile_name}#{next(self._serial)}"
-        actor: Any = ray.remote(**options)(DeviceWorker).remote(profile, str(self.cache_dir), "")
+        actor: Any = ray.remote(**options)(worker_class).remote(profile, str(self.cache_dir), "")
         device = _Device(device_id, profile_name, actor, time.monotonic())
         device.ready_ref = actor.identity.remote()
         self.devices.append(device)
@@ -227,7 +231,10 @@ class Dispatcher:
             refs.update({d.ready_ref: d for d in self.devices if d.state == "starting"})
             if refs:
                 tick = TICK_S if give_up is None else max(0.0, min(TICK_S, give_up - time.monotonic()))
-                ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=tick)
+                # Wake on the first result, then take whatever else is ready at that moment.
+                ready, rest = ray.wait(list(refs), num_returns=1, timeout=tick)
+                if ready and rest:
+                    ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
                 for ref in ready:
                     device = refs[ref]
                     if ref is device.ready_ref:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import NamedTuple
@@ -23,7 +23,7 @@ from dse.report.summary import SummaryInfo, TableInfo, front_table_info, summary
 from dse.results import (
     atomic_write_text,
     front_frame,
-    load_study,
+    load_campaign,
     study_constraints,
     study_objectives,
     trials_frame,
@@ -39,13 +39,16 @@ class DashboardInfo(NamedTuple):
     front: TableInfo
 
 
-def dashboard_info(study: optuna.Study) -> DashboardInfo:
-    """Read the study once and derive every panel from the same trials table."""
-    trials: pd.DataFrame = trials_frame(study)
-    objectives = study_objectives(study)
-    campaign = str(study.user_attrs.get("campaign") or study.study_name)
+def dashboard_info(study: optuna.Study | Sequence[optuna.Study]) -> DashboardInfo:
+    """Read the study (or a multi-device campaign's studies) once and derive every panel from the
+    same trials table."""
+    studies = [study] if isinstance(study, optuna.Study) else list(study)
+    trials: pd.DataFrame = trials_frame(studies)
+    first = studies[0]
+    objectives = study_objectives(first)
+    campaign = str(first.user_attrs.get("campaign") or first.study_name)
     return DashboardInfo(
-        summary=summary_info(trials, campaign, objectives, study_constraints(study)),
+        summary=summary_info(trials, campaign, objectives, study_constraints(first)),
         scatter=pareto_scatter_info(trials, objectives),
         parallel=parallel_coordinates_info(trials, objectives),
         front=front_table_info(front_frame(trials, objectives), objectives),
@@ -78,5 +81,5 @@ def dashboard_html(info: DashboardInfo, title: str | None = None) -> str:
 def write_dashboard(run_dir: Path, out_path: Path, title: str | None = None) -> Path:
     """Write the dashboard of the campaign in ``run_dir`` to ``out_path`` (atomically, so a
     browser reloading during a run never sees half a page); returns ``out_path``."""
-    info = dashboard_info(load_study(run_dir))
+    info = dashboard_info(load_campaign(run_dir))
     return atomic_write_text(out_path, dashboard_html(info, title))

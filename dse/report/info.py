@@ -116,7 +116,8 @@ def pareto_scatter_info(trials: pd.DataFrame, objectives: Sequence[str], x: str 
         return ParetoScatterInfo(x_axis, y_axis, [], _no_points(), _no_points(), False, "",
                                  f"no trial has measured both {x} and {y}")
 
-    front_trials = set(front_frame(trials, objectives)["trial"].tolist())
+    # A trial is (device, number): a multi-device campaign numbers each device's study from 0.
+    front_trials = set(_keys(front_frame(trials, objectives)))
     measured = trials[trials[x_col].notna() & trials[y_col].notna()]
     x_axis = x_axis._replace(log=_wants_log(measured[x_col]))
     y_axis = y_axis._replace(log=_wants_log(measured[y_col]))
@@ -124,10 +125,11 @@ def pareto_scatter_info(trials: pd.DataFrame, objectives: Sequence[str], x: str 
     groups = [_group(name, rows, x_col, y_col, front_trials)
               for name, rows in _by_stack(measured[competing])]
     infeasible = _group("infeasible or failed", measured[~competing], x_col, y_col, set())
-    on_front = measured[measured["trial"].isin(front_trials)]
+    on_front = measured[_among(measured, front_trials)]
     front = _group("Pareto front", on_front.sort_values([x_col, y_col, "trial"], kind="mergesort"),
                    x_col, y_col, front_trials)
-    note = _note(trials[~trials["trial"].isin(measured["trial"])], x, y)
+    plotted = set(_keys(measured))
+    note = _note(trials[~_among(trials, plotted)], x, y)
     empty_reason = None if len(measured) else f"no trial has measured both {x} and {y} yet"
     return ParetoScatterInfo(x_axis, y_axis, groups, infeasible, front,
                              set(objectives) == {x, y} and len(objectives) == 2, note,
@@ -201,12 +203,22 @@ def _no_points() -> PointGroup:
     return PointGroup("", [], [], [], [], [])
 
 
+def _keys(rows: pd.DataFrame) -> list[tuple[str, int]]:
+    return list(zip(rows["device"].astype("string").fillna("").tolist(),
+                    [int(n) for n in rows["trial"]], strict=True))
+
+
+def _among(rows: pd.DataFrame, keys: set[tuple[str, int]]) -> pd.Series:
+    """A boolean mask of ``rows`` whose (device, trial) is in ``keys``."""
+    return pd.Series([key in keys for key in _keys(rows)], index=rows.index, dtype="bool")
+
+
 def _group(name: str, rows: pd.DataFrame, x_col: str, y_col: str,
-           front_trials: set[int]) -> PointGroup:
+           front_trials: set[tuple[str, int]]) -> PointGroup:
     numbers = [int(n) for n in rows["trial"]]
     return PointGroup(
         name, numbers, rows[x_col].astype("float64").tolist(),
-        rows[y_col].astype("float64").tolist(), [n in front_trials for n in numbers],
+        rows[y_col].astype("float64").tolist(), [key in front_trials for key in _keys(rows)],
         hover_texts(rows))
 
 

@@ -12,7 +12,7 @@ from dse.results.columns import (
     metric_name,
     param_columns,
 )
-from dse.results.export import load_study, write_results
+from dse.results.export import load_campaign, load_study, write_results
 from dse.results.table import (
     competing_mask,
     front_frame,
@@ -32,6 +32,7 @@ __all__ = [
     "competing_mask",
     "constraint_columns",
     "front_frame",
+    "load_campaign",
     "load_study",
     "metric_column",
     "metric_columns",

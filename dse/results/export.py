@@ -17,7 +17,7 @@ TRIALS_FILE = "trials.parquet"
 PARETO_FILE = "pareto.csv"
 
 
-def write_results(study: optuna.Study, run_dir: Path,
+def write_results(study: optuna.Study | Sequence[optuna.Study], run_dir: Path,
                   objectives: Sequence[str]) -> tuple[Path, Path]:
     """Write every trial to ``run_dir/trials.parquet`` and the feasible Pareto front over
     ``objectives`` to ``run_dir/pareto.csv``; returns both paths. Each file is replaced atomically,
@@ -28,6 +28,28 @@ def write_results(study: optuna.Study, run_dir: Path,
                            lambda tmp: trials.to_parquet(tmp, engine="pyarrow", index=False))
     csv = atomic_write(run_dir / PARETO_FILE, lambda tmp: front.to_csv(tmp, index=False))
     return parquet, csv
+
+
+def _read_only_storage(run_dir: Path) -> str:
+    path = run_dir / STUDY_FILE
+    if not path.is_file():
+        # Optuna would create an empty database here; a missing study is the caller's mistake.
+        raise DseError(f"no study database at {path}; has the campaign run?")
+    return f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true"
+
+
+def load_campaign(run_dir: Path) -> list[optuna.Study]:
+    """Every study of the campaign in ``run_dir``, read-only: the one study of a single-device
+    campaign, or one per device profile (``<campaign>@<profile>``), in name order."""
+    storage = _read_only_storage(run_dir)
+    names = sorted(optuna.study.get_all_study_names(storage))
+    mine = [n for n in names if n == run_dir.name or n.startswith(f"{run_dir.name}@")]
+    if not mine and len(names) == 1:
+        mine = names
+    if not mine:
+        raise DseError(f"{run_dir / STUDY_FILE} holds no study of campaign {run_dir.name!r} "
+                       f"(it holds {names})")
+    return [optuna.load_study(study_name=name, storage=storage) for name in mine]
 
 
 def load_study(run_dir: Path) -> optuna.Study:

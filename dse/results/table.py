@@ -51,13 +51,20 @@ def study_constraints(study: optuna.Study) -> list[str]:
     return [str(text) for text in study.user_attrs.get("constraints", [])]
 
 
-def trials_frame(study: optuna.Study) -> pd.DataFrame:
-    """One row per trial of ``study``, ordered by trial number.
+def trials_frame(study: optuna.Study | Sequence[optuna.Study]) -> pd.DataFrame:
+    """One row per trial of ``study``, ordered by trial number; for several studies (a
+    multi-device campaign: one per device profile), their tables one after the other, each
+    ordered by trial number — a trial is then identified by ``device`` and ``trial``.
 
     ``feasible`` is true for a COMPLETE trial whose constraints are all <= 0; a declared constraint
     with no recorded value counts as violated, since nothing shows it holds. Objective columns and
     declared constraint columns are always present, so an all-failed study still has them.
     """
+    if not isinstance(study, optuna.Study):
+        frames = [trials_frame(one) for one in study]
+        if not frames:
+            raise ValueError("trials_frame needs at least one study")
+        return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     objectives = study_objectives(study)
     declared = study_constraints(study)
     trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
@@ -95,8 +102,9 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
 
 
 def front_frame(trials: pd.DataFrame, objectives: Sequence[str]) -> pd.DataFrame:
-    """The Pareto-optimal rows of ``trials`` over ``objectives``, sorted by the first objective
-    (ascending, ties by the next objectives then trial number).
+    """The Pareto-optimal rows of ``trials`` over ``objectives``, each device's front on its own
+    (a design competes with the others measured on the same device), sorted by the first
+    objective (ascending, ties by the next objectives then trial number).
 
     Only measured, feasible trials compete: state COMPLETE, status ok, ``feasible`` true. An
     infeasible trial never dominates, however good its values. Rows missing an objective value are
@@ -108,8 +116,14 @@ def front_frame(trials: pd.DataFrame, objectives: Sequence[str]) -> pd.DataFrame
     # A repeat (``reused_from`` set) carries an earlier trial's measurement of the same candidate;
     # that earlier trial competes, so the front lists each configuration once.
     competing = trials[competing_mask(trials) & trials["reused_from"].isna()]
-    values = competing[columns].astype("float64").to_numpy()
-    front = competing[pareto_mask(values, objectives)]
+    # Each device has its own front: a design is compared with the others on the same device.
+    fronts = []
+    for _, rows in competing.groupby(competing["device"].astype("string").fillna(""), sort=True):
+        values = rows[columns].astype("float64").to_numpy()
+        fronts.append(rows[pareto_mask(values, objectives)])
+    if not fronts:
+        return trials.iloc[0:0].reset_index(drop=True)
+    front = pd.concat(fronts)
     return front.sort_values([*columns, "trial"], kind="mergesort").reset_index(drop=True)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
+import pandas as pd
 import pytest
 
 from dse.api import load_experiment, run_campaign
@@ -124,3 +125,28 @@ def test_trials_that_time_out_are_failed_with_the_reason_and_stop_the_run(
         assert trial.user_attrs["reason"].startswith("timed out after 0.01 s")
     # What was measured (here: the failures) still reaches the tables.
     assert (experiment.run_dir / "trials.parquet").is_file()
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_a_two_device_campaign_runs_one_study_per_profile_and_reports_both(
+        tiny_campaign: Path) -> None:
+    from tests.conftest import LOCAL_CPU, SECOND_CPU_NAME
+
+    (tiny_campaign.parent.parent / "hw_profiles" / "second.yaml").write_text(
+        LOCAL_CPU.replace("name: local-cpu", f"name: {SECOND_CPU_NAME}"))
+    tiny_campaign.write_text(tiny_experiment_text(2, name="two-devices").replace(
+        "devices: [../hw_profiles/local-cpu.yaml]",
+        "devices: [../hw_profiles/local-cpu.yaml, ../hw_profiles/second.yaml]"))
+    result = run_campaign(load_experiment(tiny_campaign))
+
+    storage = f"sqlite:///{result.run_dir / 'study.db'}"
+    assert sorted(optuna.study.get_all_study_names(storage)) == [
+        "two-devices@local-cpu", "two-devices@local-cpu-b"]
+    trials = result.trials
+    done = trials[trials["state"] == "COMPLETE"]
+    assert done.groupby("device").size().to_dict() == {"local-cpu": 2, SECOND_CPU_NAME: 2}
+    front = result.pareto()
+    assert set(front["device"]) == {"local-cpu", SECOND_CPU_NAME}
+    written = pd.read_csv(result.run_dir / "pareto.csv")
+    assert len(written) == len(front)
+    assert result.dashboard is not None and result.dashboard.is_file()

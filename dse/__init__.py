@@ -23,6 +23,12 @@ _API = {
     "measure_offline": "dse.measure.harness",
     "LatencyStats": "dse.measure.stats",
     "pareto_mask": "dse.search.pareto",
+    "pareto_front": "dse.search.pareto",
+    "hypervolume": "dse.search.pareto",
+    "hypervolume_history": "dse.search.pareto",
+    "noise_aware_mask": "dse.search.pareto",
+    "InfeasibleCandidate": "dse.search.evaluators",
+    "ReplayEvaluator": "dse.search.evaluators",
     "DseError": "dse.exceptions",
     "SpecError": "dse.exceptions",
 }
@@ -32,14 +38,20 @@ __all__ = [
     "CampaignResult",
     "Candidate",
     "DseError",
+    "InfeasibleCandidate",
     "LatencyStats",
     "Measurement",
     "MetricSpec",
+    "ReplayEvaluator",
     "SpecError",
     "__version__",
+    "hypervolume",
+    "hypervolume_history",
     "load_experiment",
     "measure_latency",
     "measure_offline",
+    "noise_aware_mask",
+    "pareto_front",
     "pareto_mask",
     "run_campaign",
     "validate_files",
@@ -60,7 +72,14 @@ if TYPE_CHECKING:
     from dse.measure.stats import LatencyStats
     from dse.measurement import Measurement
     from dse.metrics import METRICS, MetricSpec
-    from dse.search.pareto import pareto_mask
+    from dse.search.evaluators import InfeasibleCandidate, ReplayEvaluator
+    from dse.search.pareto import (
+        hypervolume,
+        hypervolume_history,
+        noise_aware_mask,
+        pareto_front,
+        pareto_mask,
+    )
 
 
 def __getattr__(name: str) -> Any:

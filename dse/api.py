@@ -19,20 +19,38 @@ from dse.spec import (
     load_model,
     read_yaml,
 )
+from dse.spec.loading import load_profile
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from dse.search.loop import JobDispatcher
+    from dse.spec import HardwareProfile, ModelSpec
+    from dse.spec.loading import Evaluator
 
 
 def _check_space(path: Path, space: SearchSpace) -> list[str]:
     """Checks that need the registries: arch parameter names and values, backend knob names."""
     from dse.backends import get_backend
+
+    problems = [] if space.model is None else _arch_problems(path, space.model)
+    backends = {} if space.deployment is None else space.deployment.backends
+    for name, backend_spec in backends.items():
+        allowed = get_backend(name).knobs
+        problems.extend(
+            f"{path}: deployment.backends.{name}.knobs.{knob}: unknown knob of {name}; "
+            f"allowed: {', '.join(sorted(allowed))}"
+            for knob in backend_spec.knobs if knob not in allowed)
+    return problems
+
+
+def _arch_problems(path: Path, model: ModelSpec) -> list[str]:
     from dse.models import get_family
     from dse.spec import RangeParam
 
-    family = get_family(space.model.family)
+    family = get_family(model.family)
     problems = []
-    for key, spec in space.model.arch.items():
+    for key, spec in model.arch.items():
         where = f"{path}: model.arch.{key}"
         if key not in family.arch_params:
             problems.append(f"{where}: unknown parameter of family {family.name!r}; allowed: "
@@ -44,12 +62,6 @@ def _check_space(path: Path, space: SearchSpace) -> list[str]:
                 family.validate({key: value})
             except ValueError as exc:
                 problems.append(f"{where}: {exc}")
-    for name, backend_spec in space.deployment.backends.items():
-        allowed = get_backend(name).knobs
-        problems.extend(
-            f"{path}: deployment.backends.{name}.knobs.{knob}: unknown knob of {name}; "
-            f"allowed: {', '.join(sorted(allowed))}"
-            for knob in backend_spec.knobs if knob not in allowed)
     return problems
 
 
@@ -58,9 +70,28 @@ def load_experiment(path: str | os.PathLike[str]) -> Experiment:
     path = Path(path)
     experiment = load_experiment_files(path)
     problems = _check_space(path.parent / experiment.spec.search_space, experiment.space)
+    problems.extend(_check_replay_tables(experiment))
+    if not problems:  # the sampler and baseline checks assume a valid space
+        from dse.search.study import search_problems
+
+        problems.extend(search_problems(experiment))
     if problems:
         raise SpecError(problems)
     return experiment
+
+
+def _check_replay_tables(experiment: Experiment) -> list[str]:
+    """Each replay table has a column for every parameter of the space and one metric column."""
+    from dse.search.evaluators import ReplayEvaluator
+
+    problems = []
+    for profile in experiment.devices:
+        if profile.table is not None:
+            try:
+                ReplayEvaluator(profile.table, experiment.space)
+            except SpecError as exc:
+                problems.extend(exc.problems)
+    return problems
 
 
 def validate_files(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
@@ -72,6 +103,8 @@ def validate_files(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
             kind = guess_kind(path, read_yaml(path))
             if kind == "experiment":
                 load_experiment(path)
+            elif kind == "hw_profile":
+                load_profile(path)
             else:
                 model = load_model(path, KINDS[kind])
                 if isinstance(model, SearchSpace):
@@ -112,6 +145,7 @@ def write_report(experiment: Experiment) -> tuple[Path, Path, Path]:
     from dse.report import write_dashboard
     from dse.results import load_campaign, write_results
 
+    _declare_metrics(experiment)
     studies = load_campaign(experiment.run_dir)
     trials, front = write_results(studies, experiment.run_dir,
                                   [o.metric for o in experiment.space.objectives])
@@ -120,36 +154,102 @@ def write_report(experiment: Experiment) -> tuple[Path, Path, Path]:
     return trials, front, dashboard
 
 
+def _declare_metrics(experiment: Experiment) -> None:
+    """Make the space's declared metrics known to the metric lookups (see dse.metrics.declare)."""
+    from dse.metrics import declare
+
+    try:
+        declare(experiment.space.metric_specs())
+    except ValueError as exc:
+        raise SpecError([f"{experiment.path.parent / experiment.spec.search_space}: metrics: "
+                         f"{exc}"]) from None
+
+
+def _check_farm_can_measure(experiment: Experiment, on_farm: list[HardwareProfile]) -> None:
+    """Devices of the farm build and measure models; free parameters mean nothing to them."""
+    space = experiment.space
+    if not on_farm or (space.model is not None and not space.parameters):
+        return
+    has = "no model" if space.model is None else "free parameters"
+    raise SpecError([
+        f"{experiment.path}: devices: {', '.join(p.name for p in on_farm)} would be measured on "
+        f"the device farm, which builds models, but the search space {space.name!r} has {has}: "
+        f"name an evaluator (evaluator: module:function, or run_campaign(evaluator=...)) or "
+        f"use replay devices"])
+
+
+def _dispatcher(experiment: Experiment, evaluator: Evaluator | None,
+                on_farm: list[HardwareProfile], address: str | None) -> JobDispatcher:
+    """In-process evaluators for replay devices (their tables) and, with an evaluator, for every
+    other device; the farm for the devices left, on Ray, started only when some are left."""
+    from dse.search.evaluators import (
+        EvaluatorDispatcher,
+        MixedDispatcher,
+        ReplayEvaluator,
+        known_metrics,
+    )
+
+    local: dict[str, Evaluator] = {}
+    for profile in experiment.devices:
+        if profile.table is not None:
+            local[profile.name] = ReplayEvaluator(profile.table, experiment.space)
+        elif evaluator is not None:
+            local[profile.name] = evaluator
+    evaluators = EvaluatorDispatcher(local, known_metrics(experiment.space))
+    if not on_farm:
+        return evaluators
+
+    from dse.farm.cluster import connect, start_embedded
+    from dse.farm.dispatcher import Dispatcher
+
+    address = address or experiment.spec.farm.address
+    if address:
+        connect(address)
+    else:
+        start_embedded(on_farm)
+    farm_spec = experiment.spec.farm
+    farm = Dispatcher(on_farm, experiment.cache_dir, max_retries=farm_spec.max_retries,
+                      quarantine_after=farm_spec.quarantine_after)
+    return MixedDispatcher(farm, evaluators) if local else farm
+
+
 def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
                  on_trial: ProgressCallback | None = None, report: bool = True,
-                 address: str | None = None) -> CampaignResult:
+                 address: str | None = None,
+                 evaluator: Evaluator | None = None) -> CampaignResult:
     """Run (or resume) a campaign until every device profile's budget of completed trials is met.
 
     Without an address (argument, else the experiment's ``farm.address``) an embedded local Ray
     starts with one device per profile; with one, the campaign runs on the devices that
     ``dse worker`` joined to that cluster. Drives one Optuna study per profile and writes results
     and the dashboard. Ctrl-C leaves the studies consistent; calling again resumes.
+
+    A custom ``evaluator`` (else the experiment's ``evaluator:``), ``function(candidate) ->
+    {metric: value}``, measures the candidates of every device but replay ones, in this process,
+    instead of the farm; a replay device's candidates are served from its recorded table (see
+    ``dse.search.evaluators``). Ray starts only for the devices left to the farm, if any.
     """
-    from dse.farm.cluster import connect, start_embedded
-    from dse.farm.dispatcher import Dispatcher
     from dse.search.loop import SearchLoop
-    from dse.search.study import open_studies
+    from dse.search.study import open_experiment_studies
 
     if not isinstance(experiment, Experiment):
         experiment = load_experiment(experiment)
+    evaluator = evaluator if evaluator is not None else experiment.evaluator
+    on_farm = [p for p in experiment.devices if p.kind != "replay" and evaluator is None]
+    _check_farm_can_measure(experiment, on_farm)
+    _declare_metrics(experiment)
     run_dir = experiment.run_dir
     profiles = list(experiment.devices)
-    studies = open_studies(run_dir, experiment.name, experiment.space, experiment.spec.sampler,
-                           [p.name for p in profiles])
-    address = address or experiment.spec.farm.address
-    if address:
-        connect(address)
-    else:
-        start_embedded(profiles)
-    farm = experiment.spec.farm
-    dispatcher = Dispatcher(profiles, experiment.cache_dir, max_retries=farm.max_retries,
-                            quarantine_after=farm.quarantine_after)
-    loop = SearchLoop(experiment, studies, dispatcher, run_dir, on_trial=on_trial)
+    farm_names = {p.name for p in on_farm}
+    studies = open_experiment_studies(
+        experiment, evaluated=[p.name for p in profiles if p.name not in farm_names])
+    declared = [spec.to_dict() for spec in experiment.space.metric_specs()]
+    for study in studies.values():
+        # Results and reports read units and directions of declared metrics from the study.
+        study.set_user_attr("metrics", declared)
+    dispatcher = _dispatcher(experiment, evaluator, on_farm, address)
+    loop = SearchLoop(experiment, studies, dispatcher, run_dir, on_trial=on_trial,
+                      evaluated=[p.name for p in profiles if p.name not in farm_names])
     try:
         loop.run()
     except DseError:

@@ -20,15 +20,21 @@ def stable_hash(obj: Any, length: int = 16) -> str:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A co-designed configuration: architecture plus deployment stack, for one device profile."""
+    """A co-designed configuration: architecture plus deployment stack, for one device profile.
 
-    family: str
-    arch: dict[str, Any]
-    precision: str
-    batch_size: int
-    backend: str
+    A space of free parameters (measured by a custom evaluator or a replay table) may have no model
+    (``family`` empty) or no deployment stack (``backend`` empty); its free parameters are
+    ``params``.
+    """
+
+    family: str = ""
+    arch: dict[str, Any] = field(default_factory=dict)
+    precision: str = ""
+    batch_size: int = 0
+    backend: str = ""
     knobs: dict[str, Any] = field(default_factory=dict)
     device_profile: str = "local-cpu"
+    params: dict[str, Any] = field(default_factory=dict)
 
     @property
     def arch_id(self) -> str:
@@ -41,7 +47,33 @@ class Candidate:
         return stable_hash(self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The parts the candidate has. Leaving out the absent ones keeps a model candidate's dict,
+        and so its id, what it was before free parameters existed."""
+        data = asdict(self)
+        if not self.params:
+            del data["params"]
+        if not self.family:
+            for key in ("family", "arch"):
+                del data[key]
+        if not self.backend:
+            for key in ("backend", "precision", "batch_size", "knobs"):
+                del data[key]
+        return data
+
+    def parameters(self) -> dict[str, Any]:
+        """The candidate as flat named values, named as result tables name them without their
+        ``param.`` prefix: ``family``, ``arch.<name>``, ``backend``, ``precision``,
+        ``batch_size``, ``knob.<name>``, and each free parameter by its own name."""
+        flat: dict[str, Any] = {}
+        if self.family:
+            flat["family"] = self.family
+            flat.update({f"arch.{key}": value for key, value in self.arch.items()})
+        if self.backend:
+            flat.update(backend=self.backend, precision=self.precision,
+                        batch_size=self.batch_size)
+            flat.update({f"knob.{key}": value for key, value in self.knobs.items()})
+        flat.update(self.params)
+        return flat
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Candidate:

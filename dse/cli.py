@@ -75,13 +75,24 @@ def _progress_printer(console: Console) -> tuple[object, object]:
 
 def _describe(outcome: TrialOutcome) -> str:
     c = outcome.candidate
-    head = f"#{outcome.number} {c.device_profile} {c.backend}/{c.precision} b{c.batch_size}"
+    head = f"#{outcome.number} {c.device_profile}"
+    if c.backend:
+        head += f" {c.backend}/{c.precision} b{c.batch_size}"
+    if c.params:  # free parameters, as compact as the arch and knobs of the front table
+        head += " " + " ".join(f"{key}={_value(value)}" for key, value in c.params.items())
     if outcome.status != "ok":
         return f"{head}: {outcome.status}: {outcome.reason[:80]}"
     reused = f" (reused #{outcome.reused_from})" if outcome.reused_from is not None else ""
     m = outcome.metrics
-    return (f"{head}: acc {m.get('accuracy', float('nan')):.3f}, "
-            f"p99 {m.get('latency_p99_ms', float('nan')):.3f} ms{reused}")
+    if "accuracy" in m or "latency_p99_ms" in m or not m:
+        return (f"{head}: acc {m.get('accuracy', float('nan')):.3f}, "
+                f"p99 {m.get('latency_p99_ms', float('nan')):.3f} ms{reused}")
+    # An evaluator's own metrics: the first few, as it reported them.
+    return f"{head}: " + ", ".join(f"{k} {v:.4g}" for k, v in list(m.items())[:3]) + reused
+
+
+def _value(value: object) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def _abbreviation(key: str) -> str:
@@ -98,9 +109,14 @@ def _front_table(front: pd.DataFrame, objectives: list[str]) -> object:
     import pandas as pd
     from rich.table import Table
 
-    from dse.metrics import metric
+    from dse.results import PARAM_PREFIX, metric_column
 
     legend: dict[str, str] = {}
+    # Free parameters are the param.* columns that are not the model's or the deployment's.
+    own = ("param.family", "param.backend", "param.precision", "param.batch_size",
+           "param.arch.", "param.knob.")
+    free = [c for c in front.columns if c.startswith(PARAM_PREFIX) and not c.startswith(own)]
+    deployed = "param.backend" in front.columns
 
     def joined(row: pd.Series, prefix: str) -> str:
         cells = []
@@ -111,22 +127,31 @@ def _front_table(front: pd.DataFrame, objectives: list[str]) -> object:
                 cells.append(f"{_abbreviation(key)}={row[column]}")
         return " ".join(cells)
 
+    def values(row: pd.Series) -> str:
+        return " ".join(f"{c.removeprefix(PARAM_PREFIX)}={_value(row[c])}" for c in free
+                        if not pd.isna(row[c]))
+
     table = Table(title=f"Pareto front ({len(front)} points)")
     table.add_column("trial", justify="right")
     table.add_column("device")
-    table.add_column("runtime")
-    table.add_column("batch", justify="right")
-    table.add_column("arch", overflow="fold")
-    table.add_column("knobs", overflow="fold")
+    if deployed:
+        table.add_column("runtime")
+        table.add_column("batch", justify="right")
+        table.add_column("arch", overflow="fold")
+        table.add_column("knobs", overflow="fold")
+    if free:
+        table.add_column("parameters", overflow="fold")
     for name in objectives:
-        spec = metric(name)
-        table.add_column(f"{spec.name} [{spec.unit}]", justify="right", overflow="fold")
+        table.add_column(metric_column(name), justify="right", overflow="fold")
     for _, row in front.iterrows():
-        table.add_row(str(row["trial"]), str(row["device"]),
-                      f"{row['param.backend']}/{row['param.precision']}",
+        cells = [str(row["trial"]), str(row["device"])]
+        if deployed:
+            cells += [f"{row['param.backend']}/{row['param.precision']}",
                       str(row["param.batch_size"]), joined(row, "param.arch."),
-                      joined(row, "param.knob."),
-                      *[_number(row[metric(n).column]) for n in objectives])
+                      joined(row, "param.knob.")]
+        if free:
+            cells.append(values(row))
+        table.add_row(*cells, *[_number(row[metric_column(n)]) for n in objectives])
     table.caption = ", ".join(f"{short}={full}" for short, full in sorted(legend.items()))
     return table
 

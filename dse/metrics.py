@@ -3,11 +3,17 @@
 Objectives, constraints, result columns and plot axes all come from :data:`METRICS`. A metric's name
 is what users write in YAML (``minimize: latency_p99_ms``); its unit appears in every table column
 (``latency_p99_ms [ms]``) so a number is never read without it.
+
+A campaign measured by a custom evaluator or a replay table may report metrics of its own, which its
+search space declares (``metrics:``). :func:`declare` adds them, by name, beside the built-in table
+for the rest of the process; :func:`find_metric` and :func:`metric` look in both.
 """
 
 from __future__ import annotations
 
 import enum
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 
@@ -31,6 +37,16 @@ class MetricSpec:
     def column(self) -> str:
         """The column name in result tables: the metric name followed by its unit."""
         return f"{self.name} [{self.unit}]"
+
+    def to_dict(self) -> dict[str, str]:
+        """Plain data, as a study keeps a declared metric among its attributes."""
+        return {"name": self.name, "unit": self.unit, "direction": self.direction.value,
+                "description": self.description}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, str]) -> MetricSpec:
+        return cls(data["name"], data["unit"], Direction(data["direction"]),
+                   data.get("description", ""))
 
 
 def _table(*specs: MetricSpec) -> dict[str, MetricSpec]:
@@ -106,9 +122,47 @@ METRICS: dict[str, MetricSpec] = _table(
 )
 
 
+# Metrics declared by the search spaces of this process's campaigns (see the module docstring).
+_DECLARED: dict[str, MetricSpec] = {}
+_COLUMN_RE = re.compile(r"^(?P<name>.+) \[(?P<unit>[^\[\]]*)\]$")
+
+
+def declare(specs: Iterable[MetricSpec]) -> None:
+    """Make declared metrics known by name, beside the built-in table, for the rest of the process.
+
+    Declaring the same metric again is harmless. Raises ValueError for a built-in name, or for a
+    name already declared with another unit or direction (two campaigns that disagree on what a
+    metric means cannot share one process's tables).
+    """
+    specs = list(specs)
+    for spec in specs:
+        if spec.name in METRICS:
+            raise ValueError(f"metric {spec.name!r} is built in; declare only new metrics")
+        known = _DECLARED.get(spec.name)
+        if known is not None and (known.unit, known.direction) != (spec.unit, spec.direction):
+            raise ValueError(
+                f"metric {spec.name!r} is declared already as [{known.unit}] "
+                f"{known.direction.value}, now as [{spec.unit}] {spec.direction.value}")
+    for spec in specs:
+        _DECLARED.setdefault(spec.name, spec)
+
+
+def find_metric(name: str) -> MetricSpec | None:
+    """The spec of a built-in or declared metric, or None."""
+    return METRICS.get(name) or _DECLARED.get(name)
+
+
 def metric(name: str) -> MetricSpec:
     """The spec of ``name``; raises KeyError naming the known metrics when it does not exist."""
-    try:
-        return METRICS[name]
-    except KeyError:
-        raise KeyError(f"unknown metric {name!r}; known: {', '.join(sorted(METRICS))}") from None
+    spec = find_metric(name)
+    if spec is None:
+        known = sorted(METRICS) + sorted(_DECLARED)
+        raise KeyError(f"unknown metric {name!r}; known: {', '.join(known)}")
+    return spec
+
+
+def name_of_column(column: str) -> str:
+    """The metric name in a column heading ``name [unit]`` (inverse of :attr:`MetricSpec.column`);
+    a heading without a unit is the name itself."""
+    match = _COLUMN_RE.match(column)
+    return match["name"] if match else column

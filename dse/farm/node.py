@@ -490,6 +490,9 @@ def start_worker(profile: HardwareProfile, address: str, gpus: list[str] | None 
                  num_cpus: int | None = None, temp_dir: str | None = None,
                  timeout_s: float = 120) -> WorkerNode:
     """Join this machine's device(s) of ``profile`` to the farm and register them."""
+    if profile.kind == "replay":
+        raise DeviceError(f"profile {profile.name!r} is a replay device: the campaign's driver "
+                          f"serves it from its table, so it never joins a farm")
     worker_id = uuid.uuid4().hex[:16]
     command = worker_command(ray_executable(), profile, address=address, worker_id=worker_id,
                              gpus=gpus, num_cpus=num_cpus, temp_dir=temp_dir)

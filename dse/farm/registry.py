@@ -94,12 +94,12 @@ class NodeFacts(TypedDict):
 def node_facts(profile: HardwareProfile) -> NodeFacts:
     """Run on a worker node as a Ray task: its host name, dse version, and whether each telemetry
     probe of the profile works there (``"ok"`` or the probe's reason), as a device worker sees it."""
-    from dse.measure.telemetry import PROBES
+    from dse.measure.telemetry import entry_name, make_probe
 
     telemetry: dict[str, str] = {}
-    for name in profile.telemetry:
-        ok, why = PROBES[name]().available()
-        telemetry[name] = "ok" if ok else (why or "unavailable")
+    for entry in profile.telemetry:
+        ok, why = make_probe(entry).available()
+        telemetry[entry_name(entry)] = "ok" if ok else (why or "unavailable")
     return NodeFacts(host=socket.gethostname(), dse_version=__version__, telemetry=telemetry)
 
 

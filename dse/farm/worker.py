@@ -18,7 +18,7 @@ from dse.exceptions import BuildError, MeasurementError
 from dse.farm.isolation import NodeLock, Span, current_node_id
 from dse.measure.harness import measure_latency, measure_offline, measure_sustained
 from dse.measure.stats import LatencyStats, drift_pct
-from dse.measure.telemetry import PROBES, Probe, Trace, Window
+from dse.measure.telemetry import Probe, Trace, Window, make_probes
 from dse.measurement import Measurement
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 
@@ -67,7 +67,7 @@ class DeviceWorker:
         # Device-side artifacts (TensorRT engines, EP caches) live here, keyed by the device's
         # fingerprint; the backends read the folder from this variable.
         os.environ["DSE_DEVICE_CACHE"] = str(self.cache_dir / "device")
-        self.probes: list[Probe] = [PROBES[name]() for name in profile.telemetry]
+        self.probes: list[Probe] = make_probes(profile.telemetry)
         self.niceness = _normal_priority()
         self.node_id = current_node_id()
         self.device_id = device_id or f"{profile.name}@{self.node_id[:12]}"
@@ -159,6 +159,7 @@ class DeviceWorker:
             "stationary": str(stats.stationary),
             "warmup_iters": str(stats.warmup_iters),
             "timer_overhead_ns": f"{stats.timer_overhead_ns:.0f}",
+            "stopping_check_seconds": f"{stats.check_seconds:.6f}",
             "harness_first_call_ms": f"{stats.first_call_ms:.4f}",
         })
         samples = {"latency_ms": stats.samples_ms, **window.trace_samples()}

@@ -6,6 +6,7 @@ The same code times a candidate on every device; the worker calls it inside its 
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -65,6 +66,66 @@ def _cuda_timed(fn: Callable[[], object]) -> Callable[[], float]:
     return timed
 
 
+#: At most about this share of a timed window goes to deciding whether to stop. The checks run
+#: between timed calls, inside the telemetry window, where their time would be charged to the model.
+CHECK_SHARE = 0.01
+
+
+class _StoppingCheck:
+    """Whether a run may stop, asked between timed calls and kept cheap.
+
+    Checks come at geometrically spaced sample counts (each at least 10% after the last), and
+    only while the time spent checking, this check included (estimated by the last one's cost; for
+    the first, by a check on stand-in data), stays within :data:`CHECK_SHARE` of the time elapsed.
+    A check costs a few passes over the samples; spaced by count alone, checks at 100k samples of
+    a 10 µs call took 15-25% of the window, and most of it for a no-op call. The samples are copied
+    into an array as they come (only the new ones at each check), not converted whole each time.
+    Which samples a check sees, and what it decides from them, is unchanged: only when it looks.
+    """
+
+    def __init__(self, target_rel_ci: float, min_iters: int) -> None:
+        self.target_rel_ci = target_rel_ci
+        self.next_n = min_iters
+        self.seconds = 0.0  # spent in checks so far
+        self._array = np.empty(max(1024, min_iters))
+        self._filled = 0
+        # Checks on stand-in data, before the window opens: the first runs scipy's and numpy's
+        # first-call paths outside the window, the second measures what a check costs here.
+        stand_in = np.linspace(1.0, 2.0, max(min_iters, 20))
+        self._last_cost = math.inf
+        for _ in range(2):
+            start = time.perf_counter()
+            median_rel_halfwidth(stand_in)
+            halves_agree(stand_in)  # both parts: a check that passes the first pays for both
+            self._last_cost = min(self._last_cost, time.perf_counter() - start)
+
+    def due(self, n: int, elapsed: float) -> bool:
+        return n >= self.next_n and self.seconds + self._last_cost <= CHECK_SHARE * elapsed
+
+    def passes(self, samples: list[float]) -> bool:
+        """Check now: the median's CI is within the target and the run's halves agree."""
+        start = time.perf_counter()
+        n = len(samples)
+        data = self._mirror(samples)
+        # A precise median of a run whose halves disagree is precise about a mixture of two
+        # machine states: keep measuring then, until the halves agree or time runs out.
+        done = median_rel_halfwidth(data) <= self.target_rel_ci and halves_agree(data)
+        self._last_cost = time.perf_counter() - start
+        self.seconds += self._last_cost
+        self.next_n = n + max(10, n // 10)
+        return done
+
+    def _mirror(self, samples: list[float]) -> np.ndarray:
+        n = len(samples)
+        if n > len(self._array):
+            grown = np.empty(max(n, 2 * len(self._array)))
+            grown[: self._filled] = self._array[: self._filled]
+            self._array = grown
+        self._array[self._filled : n] = samples[self._filled :]
+        self._filled = n
+        return self._array[:n]
+
+
 @dataclass(frozen=True)
 class Warmup:
     iters: int
@@ -112,7 +173,8 @@ def measure_latency(
     until the running median settles. ``sync`` is called after each call inside the timed region
     (e.g. ``torch.cuda.synchronize``); ``timer="cuda"`` times with CUDA events instead.
     ``on_window(True)`` / ``on_window(False)`` are called right before the first and right after
-    the last timed call, so telemetry covers exactly the timed window.
+    the last timed call, so telemetry covers exactly the timed window. The stopping checks between
+    calls take at most about :data:`CHECK_SHARE` of the window (``check_seconds`` in the result).
     """
     if not 0 < target_rel_ci < 1:
         raise ValueError(f"target_rel_ci must lie in (0, 1), got {target_rel_ci}")
@@ -122,29 +184,25 @@ def measure_latency(
     warm = _warm_up(timed, chunk=10, tolerance=warmup_tolerance, max_iters=warmup_max_iters,
                     max_seconds=warmup_max_seconds)
     samples: list[float] = []
+    check = _StoppingCheck(target_rel_ci, min_iters)
     if on_window is not None:
         on_window(True)
     start = time.perf_counter()
-    next_check = min_iters
     while True:
         samples.append(timed())
         n = len(samples)
         elapsed = time.perf_counter() - start
         if n >= max_iters or elapsed >= max_seconds:
             break
-        if n >= next_check and elapsed >= min_seconds:
-            # Checking costs a sort; spacing checks geometrically keeps that under ~10% of calls.
-            # A precise median of a run whose halves disagree is precise about a mixture of two
-            # machine states: keep measuring then, until the halves agree or time runs out.
-            if median_rel_halfwidth(samples) <= target_rel_ci and halves_agree(samples):
-                break
-            next_check = n + max(10, n // 10)
+        if elapsed >= min_seconds and check.due(n, elapsed) and check.passes(samples):
+            break
     seconds = time.perf_counter() - start
     if on_window is not None:
         on_window(False)
     return summarize(samples, seconds=seconds, target_rel_ci=target_rel_ci,
                      warmup_iters=warm.iters, warmup_seconds=warm.seconds,
-                     first_call_ms=first_call_ms, timer_overhead_ns=overhead)
+                     first_call_ms=first_call_ms, timer_overhead_ns=overhead,
+                     check_seconds=check.seconds)
 
 
 def measure_sustained(fn: Callable[[], object], *, seconds: float,

@@ -35,8 +35,10 @@ def quantile_ci_ranks(n: int, q: float, confidence: float = CONFIDENCE) -> tuple
     """1-based ranks (l, u) with P(x_(l) <= quantile_q < x_(u)) >= ``confidence``, or None when
     ``n`` samples are too few for such an interval (e.g. p99 needs a few hundred)."""
     alpha = 1.0 - confidence
-    low = int(binom.ppf(alpha / 2, n, q))          # smallest k with F(k) >= alpha/2
-    high = int(binom.ppf(1 - alpha / 2, n, q)) + 1  # F(high - 1) >= 1 - alpha/2
+    # One call for both ends: scipy's argument handling costs far more than the quantiles.
+    lower, upper = binom.ppf([alpha / 2, 1 - alpha / 2], n, q)
+    low = int(lower)       # smallest k with F(k) >= alpha/2
+    high = int(upper) + 1  # F(high - 1) >= 1 - alpha/2
     if low < 1 or high > n:
         return None
     return low, high
@@ -46,22 +48,53 @@ def quantile_ci_ranks(n: int, q: float, confidence: float = CONFIDENCE) -> tuple
 # positive that far out means the run is not stationary, which halves_agree() reports.
 _MAX_LAG = 200
 
+# The sum often ends within a few lags, and each lag costs one pass over the samples; a run still
+# correlated after this many lags gets the rest from one FFT, which costs some tens of passes (50 to
+# 100 measured, n = 100k to 450k) however many lags it yields.
+_DIRECT_LAGS = 32
+
+
+def autocovariances(centered: np.ndarray, max_lag: int) -> np.ndarray:
+    """``mean(x[:-k] * x[k:])`` for k = 0..``max_lag`` of a centred series, by FFT in O(n log n).
+
+    The series is zero-padded to at least ``n + max_lag`` points, so the circular correlation the
+    FFT computes has no wrapped-around terms at these lags; each sum is divided by its own number
+    of terms, ``n - k``, as the direct mean is.
+    """
+    n = len(centered)
+    if not 0 <= max_lag < n:
+        raise ValueError(f"max_lag must lie in [0, n), got {max_lag=} for n={n}")
+    size = 1 << (n + max_lag - 1).bit_length()  # a power of two: the fastest FFT length
+    spectrum = np.fft.rfft(centered, size)
+    sums = np.fft.irfft(spectrum.real ** 2 + spectrum.imag ** 2, size)[: max_lag + 1]
+    return np.asarray(sums / (n - np.arange(max_lag + 1)), dtype=np.float64)
+
 
 def autocorrelation_time(samples: np.ndarray, threshold: float) -> float:
     """tau of the indicator series 1[x_t <= threshold], in the order the samples were taken:
-    1 + 2 * (sum of autocorrelations up to the first non-positive one)."""
+    1 + 2 * (sum of autocorrelations up to the first non-positive one).
+
+    The first lags are computed directly; past :data:`_DIRECT_LAGS` the rest come from
+    :func:`autocovariances` (the same figures up to floating-point rounding).
+    """
     indicator = (samples <= threshold).astype(np.float64)
     indicator -= indicator.mean()
     variance = float(np.mean(indicator * indicator))
     if variance == 0.0:
         return 1.0
+    lags = min(_MAX_LAG, len(indicator) // 4)  # lags 1 .. lags - 1 are summed
     tau = 1.0
-    for lag in range(1, min(_MAX_LAG, len(indicator) // 4)):
+    for lag in range(1, min(lags, _DIRECT_LAGS)):
         rho = float(np.mean(indicator[:-lag] * indicator[lag:])) / variance
         if rho <= 0.0:
-            break
+            return tau
         tau += 2.0 * rho
-    return tau
+    if lags <= _DIRECT_LAGS:
+        return tau
+    rhos = autocovariances(indicator, lags - 1)[_DIRECT_LAGS:] / variance
+    ended = np.flatnonzero(rhos <= 0.0)
+    positive = rhos[: ended[0]] if len(ended) else rhos
+    return tau + 2.0 * float(np.sum(positive))
 
 
 def quantile_ci(samples: Sequence[float] | np.ndarray, q: float,
@@ -69,11 +102,12 @@ def quantile_ci(samples: Sequence[float] | np.ndarray, q: float,
     """95% CI of the q-quantile of ``samples`` (in the order taken), allowing for their
     autocorrelation; None when too few (effective) samples support one."""
     data = np.asarray(samples, dtype=np.float64)
-    ordered = np.sort(data)
-    n = len(ordered)
+    n = len(data)
     if n < 2:
         return None
-    tau = autocorrelation_time(data, float(np.quantile(ordered, q)))
+    # Selection, not a sort: only a few order statistics are needed (np.quantile selects too, and
+    # gives the same value on unsorted data as on sorted).
+    tau = autocorrelation_time(data, float(np.quantile(data, q)))
     effective = max(1, int(n / tau))
     ranks = quantile_ci_ranks(effective, q, confidence)
     if ranks is None:
@@ -82,7 +116,8 @@ def quantile_ci(samples: Sequence[float] | np.ndarray, q: float,
     scale = n / effective
     low = max(1, math.floor(ranks[0] * scale - (scale - 1)))
     high = min(n, math.ceil(ranks[1] * scale))
-    return float(ordered[low - 1]), float(ordered[high - 1])
+    selected = np.partition(data, (low - 1, high - 1))
+    return float(selected[low - 1]), float(selected[high - 1])
 
 
 def median_rel_halfwidth(samples: Sequence[float] | np.ndarray) -> float:
@@ -118,7 +153,8 @@ class LatencyStats:
 
     ``pXX_ci_ms`` is the 95% confidence interval of that percentile, or None when the sample
     count cannot support one. ``target_met`` says whether the median's CI reached the requested
-    relative half-width before a limit stopped the run.
+    relative half-width before a limit stopped the run. ``check_seconds`` is the part of
+    ``seconds`` spent between timed calls deciding whether to stop (see the harness).
     """
 
     n: int
@@ -146,6 +182,7 @@ class LatencyStats:
     warmup_seconds: float = 0.0
     first_call_ms: float = float("nan")
     timer_overhead_ns: float = float("nan")
+    check_seconds: float = 0.0
     samples_ms: list[float] = field(default_factory=list, repr=False)
 
     def throughput(self, batch_size: int) -> float:
@@ -156,7 +193,7 @@ class LatencyStats:
 def summarize(samples_ms: Sequence[float], *, seconds: float, target_rel_ci: float = 0.01,
               warmup_iters: int = 0, warmup_seconds: float = 0.0,
               first_call_ms: float = float("nan"),
-              timer_overhead_ns: float = float("nan")) -> LatencyStats:
+              timer_overhead_ns: float = float("nan"), check_seconds: float = 0.0) -> LatencyStats:
     """Every statistic of a latency sample (``samples_ms`` in the order they were taken)."""
     if len(samples_ms) == 0:
         raise MeasurementError("no latency samples were taken")
@@ -177,7 +214,8 @@ def summarize(samples_ms: Sequence[float], *, seconds: float, target_rel_ci: flo
         rel_ci=rel_ci, target_rel_ci=target_rel_ci, target_met=rel_ci <= target_rel_ci,
         stationary=halves_agree(data),
         warmup_iters=warmup_iters, warmup_seconds=warmup_seconds, first_call_ms=first_call_ms,
-        timer_overhead_ns=timer_overhead_ns, samples_ms=[float(v) for v in data],
+        timer_overhead_ns=timer_overhead_ns, check_seconds=check_seconds,
+        samples_ms=[float(v) for v in data],
     )
 
 

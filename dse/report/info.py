@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from dse.metrics import METRICS, Direction
+from dse.metrics import Direction, find_metric
 from dse.report.values import label, sort_key
 from dse.results import (
     PARAM_PREFIX,
@@ -91,7 +91,7 @@ class ParallelCoordinatesInfo(NamedTuple):
 
 def axis_title(name: str) -> str:
     """``latency_p99_ms [ms] (lower is better)``; an unknown metric keeps its bare name."""
-    spec = METRICS.get(name)
+    spec = find_metric(name)
     if spec is None:
         return name
     better = "higher" if spec.direction is Direction.MAXIMIZE else "lower"
@@ -142,7 +142,7 @@ def parallel_coordinates_info(trials: pd.DataFrame,
     parameter that varies among them (categorical ones as ticks), then one per objective."""
     columns = [metric_column(name) for name in objectives]
     title = metric_column(objectives[0]) if objectives else ""
-    spec = METRICS.get(objectives[0]) if objectives else None
+    spec = find_metric(objectives[0]) if objectives else None
     higher = spec is not None and spec.direction is Direction.MAXIMIZE
     if not objectives or any(column not in trials.columns for column in columns):
         return ParallelCoordinatesInfo([], [], [], title, higher,
@@ -185,7 +185,7 @@ def hover_texts(rows: pd.DataFrame) -> list[str]:
 
 
 def _unit(name: str) -> str:
-    spec = METRICS.get(name)
+    spec = find_metric(name)
     return f" {spec.unit}" if spec is not None else ""
 
 

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from dse.metrics import METRICS
+from dse.metrics import find_metric
 from dse.report.values import label
 from dse.results import PARAM_PREFIX, metric_column, metric_columns, outcomes, param_columns
 
@@ -45,8 +45,9 @@ def summary_info(trials: pd.DataFrame, campaign: str, objectives: Sequence[str],
                  constraints: Sequence[str]) -> SummaryInfo:
     """The header: what the campaign optimises under which bounds, and how its trials went. The
     only times shown are the study's own, so the same study always gives the same page."""
-    described = [f"{METRICS[name].direction.value} {METRICS[name].column}" if name in METRICS
-                 else name for name in objectives]
+    specs = {name: find_metric(name) for name in objectives}
+    described = [name if spec is None else f"{spec.direction.value} {spec.column}"
+                 for name, spec in specs.items()]
     started, completed = trials["started"].dropna(), trials["completed"].dropna()
     return SummaryInfo(campaign, len(trials), status_counts(trials), described, list(constraints),
                        _stamp(started.min()) if len(started) else None,

@@ -1,16 +1,17 @@
 """Column names of the trials table, in one place.
 
 The table groups its columns as identity, parameters, metrics, constraints, times. Parameters and
-constraints carry a prefix; a known metric's column carries its unit (``latency_p99_ms [ms]``), an
-unknown one (written by a newer dse) keeps its bare name. Metric columns are therefore the ones
-that are neither identity, time, parameter nor constraint columns.
+constraints carry a prefix; a known metric's column — built in, or declared by the campaign's search
+space — carries its unit (``latency_p99_ms [ms]``), an unknown one (written by a newer dse) keeps
+its bare name. Metric columns are therefore the ones that are neither identity, time, parameter
+nor constraint columns.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from dse.metrics import METRICS
+from dse.metrics import find_metric, name_of_column
 
 IDENTITY_COLUMNS: tuple[str, ...] = (
     "trial", "state", "status", "reason", "missing", "feasible", "device", "candidate_id",
@@ -19,18 +20,17 @@ TIME_COLUMNS: tuple[str, ...] = ("started", "completed", "duration_s", "reused_f
 PARAM_PREFIX = "param."
 CONSTRAINT_PREFIX = "constraint."
 
-_NAME_OF_COLUMN = {spec.column: name for name, spec in METRICS.items()}
-
 
 def metric_column(name: str) -> str:
     """The column of metric ``name``: with its unit when known, bare when not."""
-    spec = METRICS.get(name)
+    spec = find_metric(name)
     return spec.column if spec is not None else name
 
 
 def metric_name(column: str) -> str:
     """The metric name behind a metric column (inverse of :func:`metric_column`)."""
-    return _NAME_OF_COLUMN.get(column, column)
+    spec = find_metric(name_of_column(column))
+    return spec.name if spec is not None and spec.column == column else column
 
 
 def constraint_column(text: str) -> str:
@@ -48,11 +48,16 @@ def constraint_columns(frame: pd.DataFrame) -> list[str]:
     return [str(c) for c in frame.columns if str(c).startswith(CONSTRAINT_PREFIX)]
 
 
+# Suffix of the columns that give an objective relative to the device's baseline (a ratio).
+RELATIVE_SUFFIX = " vs baseline"
+
+
 def metric_columns(frame: pd.DataFrame) -> list[str]:
-    """The metric columns of a trials table, in table order."""
+    """The metric columns of a trials table, in table order (not the ratios to the baseline)."""
     fixed = set(IDENTITY_COLUMNS) | set(TIME_COLUMNS)
     return [
         str(c) for c in frame.columns
         if str(c) not in fixed
         and not str(c).startswith((PARAM_PREFIX, CONSTRAINT_PREFIX))
+        and not str(c).endswith(RELATIVE_SUFFIX)
     ]

@@ -10,6 +10,7 @@ import optuna
 
 from dse.atomic import atomic_write
 from dse.exceptions import DseError
+from dse.results.baseline import baseline_ids, relative_to_baseline
 from dse.results.table import front_frame, trials_frame
 
 STUDY_FILE = "study.db"
@@ -22,7 +23,8 @@ def write_results(study: optuna.Study | Sequence[optuna.Study], run_dir: Path,
     """Write every trial to ``run_dir/trials.parquet`` and the feasible Pareto front over
     ``objectives`` to ``run_dir/pareto.csv``; returns both paths. Each file is replaced atomically,
     so a dashboard or notebook reading them during a run never sees a partial file."""
-    trials = trials_frame(study)
+    # Each objective also relative to the device's baseline (when the campaign has one).
+    trials = relative_to_baseline(trials_frame(study), objectives, baseline_ids(study))
     front = front_frame(trials, objectives)
     parquet = atomic_write(run_dir / TRIALS_FILE,
                            lambda tmp: trials.to_parquet(tmp, engine="pyarrow", index=False))

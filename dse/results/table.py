@@ -16,7 +16,7 @@ import numpy as np
 import optuna
 import pandas as pd
 
-from dse.metrics import METRICS
+from dse.metrics import METRICS, MetricSpec, declare, find_metric
 from dse.results.columns import PARAM_PREFIX, constraint_column, metric_column
 from dse.results.dtypes import is_missing, text_column, typed_column
 from dse.search.pareto import pareto_mask
@@ -46,6 +46,15 @@ def study_objectives(study: optuna.Study) -> list[str]:
     return [str(name) for name in names]
 
 
+def declare_study_metrics(study: optuna.Study) -> None:
+    """Make the metrics the study's search space declared (its ``metrics`` attribute) known, so
+    their columns carry their units and fronts their directions (see ``dse.metrics.declare``)."""
+    try:
+        declare(MetricSpec.from_dict(spec) for spec in study.user_attrs.get("metrics", []))
+    except ValueError as exc:
+        raise ValueError(f"study {study.study_name!r}: {exc}") from None
+
+
 def study_constraints(study: optuna.Study) -> list[str]:
     """The declared constraint texts (``memory_peak_mb <= 4096``), in declaration order."""
     return [str(text) for text in study.user_attrs.get("constraints", [])]
@@ -65,6 +74,7 @@ def trials_frame(study: optuna.Study | Sequence[optuna.Study]) -> pd.DataFrame:
         if not frames:
             raise ValueError("trials_frame needs at least one study")
         return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    declare_study_metrics(study)
     objectives = study_objectives(study)
     declared = study_constraints(study)
     trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
@@ -168,13 +178,15 @@ def _row(trial: optuna.trial.FrozenTrial, objectives: Sequence[str],
 
 def _flatten_candidate(candidate: Mapping[str, Any]) -> dict[str, object]:
     """``param.<field>`` for plain fields, ``param.arch.<k>`` / ``param.knob.<k>`` for the nested
-    ones; ``device_profile`` is the ``device`` column. A mapping field unknown to this version is
-    flattened the same way rather than dropped."""
+    ones, ``param.<k>`` for free parameters; ``device_profile`` is the ``device`` column. A
+    mapping field unknown to this version is flattened the same way rather than dropped."""
     params: dict[str, object] = {}
     for key, value in candidate.items():
         if key == "device_profile":
             continue
-        if isinstance(value, Mapping):
+        if key == "params" and isinstance(value, Mapping):
+            params.update({f"{PARAM_PREFIX}{k}": v for k, v in value.items()})
+        elif isinstance(value, Mapping):
             prefix = f"{PARAM_PREFIX}{_NESTED_FIELDS.get(key, key)}."
             params.update({f"{prefix}{k}": v for k, v in value.items()})
         else:
@@ -209,7 +221,7 @@ def _ordered_keys(mappings: Iterable[Mapping[str, object]],
 
 def _metric_series(name: str, rows: Sequence[_Row]) -> pd.Series:
     values = [row.metrics.get(name) for row in rows]
-    if name not in METRICS:
+    if find_metric(name) is None:
         return typed_column(values)
     # Known metrics are floats by contract; anything else is a bug in the writer, so name it.
     floats: list[float] = []

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -29,7 +29,22 @@ from dse.spec import Experiment, HardwareProfile
 if TYPE_CHECKING:
     import optuna
 
-    from dse.farm.dispatcher import Dispatcher
+
+class JobDispatcher(Protocol):
+    """What the loop needs of whoever measures: the farm's ``dse.farm.dispatcher.Dispatcher``,
+    or the in-process evaluators of ``dse.search.evaluators``."""
+
+    def start(self) -> None: ...
+
+    def idle(self, profile_name: str) -> int: ...
+
+    def submit(self, job: Job) -> None: ...
+
+    def wait(self, timeout_s: float | None = None) -> list[Done]: ...
+
+    def in_flight(self) -> int: ...
+
+    def cancel(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -84,8 +99,11 @@ class SearchLoop:
     is met, with as many trials in flight as the profile has idle devices."""
 
     def __init__(self, experiment: Experiment, studies: Mapping[str, optuna.Study] | optuna.Study,
-                 dispatcher: Dispatcher, run_dir: Path,
-                 on_trial: ProgressCallback | None = None) -> None:
+                 dispatcher: JobDispatcher, run_dir: Path,
+                 on_trial: ProgressCallback | None = None, *,
+                 evaluated: Collection[str] = ()) -> None:
+        """``evaluated``: profiles whose candidates an evaluator or a replay table measures; the
+        capability table does not narrow what they are offered."""
         if not isinstance(studies, Mapping):
             if len(experiment.devices) != 1:
                 raise ValueError("one study per device profile is needed for a multi-device campaign")
@@ -105,6 +123,7 @@ class SearchLoop:
         self.failed_here = 0
         self.last_failure = ""
         self.node_lock = NodeLock(current_node_id())
+        self.evaluated = frozenset(evaluated)
 
     @property
     def study(self) -> optuna.Study:
@@ -200,7 +219,8 @@ class SearchLoop:
         candidate in flight, or hand it to the farm."""
         trial = search.study.ask()
         pending = _Pending(search.profile.name, trial, suggest_candidate(
-            trial, self.space, search.profile))
+            trial, self.space, search.profile,
+            capabilities=search.profile.name not in self.evaluated))
         candidate = pending.candidate
         trial.set_user_attr("candidate", candidate.to_dict())
         trial.set_user_attr("candidate_id", candidate.candidate_id)

@@ -3,7 +3,9 @@
 Conditional parameters keep Optuna's distributions fixed per name: the precision and knobs of a
 backend are named after it (``precision.onnxruntime``, ``onnxruntime.intra_op_threads``), so each
 name always has the same choices. Only combinations the device supports (capability table ∩
-profile ∩ space) are offered at all, so no budget goes to candidates that cannot exist.
+profile ∩ space) are offered at all, so no budget goes to candidates that cannot exist. Where a
+replay table or a custom evaluator measures instead of a device, the capability table does not
+apply: the table or the function says what exists. Free parameters keep their own names.
 """
 
 from __future__ import annotations
@@ -29,15 +31,26 @@ class Suggester(Protocol):
                       log: bool = False) -> float: ...
 
 
-def device_options(space: SearchSpace, profile: HardwareProfile) -> dict[str, list[str]]:
-    """Backend -> precisions this device can run, from the space, the profile and the capabilities."""
+def device_options(space: SearchSpace, profile: HardwareProfile, *,
+                   capabilities: bool = True) -> dict[str, list[str]]:
+    """Backend -> precisions this device can run, from the space, the profile and (unless
+    ``capabilities`` is false, or the profile is a replay one) the capability table. A replay
+    profile that lists no backends or precisions does not narrow the space's."""
+    deployment = space.deployment
+    if deployment is None:
+        return {}
+    replay = profile.kind == "replay"
+    backends: list[str] = list(profile.backends or (deployment.backends if replay else []))
+    allowed: list[str] = list(profile.precisions or (deployment.precisions if replay else []))
+    checked = capabilities and not replay
     options: dict[str, list[str]] = {}
-    for backend in space.deployment.backends:
-        if backend not in profile.backends:
+    for backend in deployment.backends:
+        if backend not in backends:
             continue
-        precisions: list[str] = [p for p in space.deployment.precisions
-                      if p in profile.precisions and supports_device(
-                                 backend, p, profile.kind, profile.compute_capability)[0]]
+        precisions: list[str] = [
+            p for p in deployment.precisions
+            if p in allowed and (not checked or supports_device(
+                backend, p, profile.kind, profile.compute_capability)[0])]
         if precisions:
             options[backend] = precisions
     if not options:
@@ -58,15 +71,29 @@ def _suggest(trial: Suggester, name: str, spec: ParamSpec) -> Any:
     return trial.suggest_categorical(name, list(spec))
 
 
-def suggest_candidate(trial: Suggester, space: SearchSpace, profile: HardwareProfile) -> Candidate:
-    """Ask ``trial`` for every parameter and return the candidate they describe."""
-    arch = {key: _suggest(trial, f"arch.{key}", spec) for key, spec in space.model.arch.items()}
-    options = device_options(space, profile)
-    backend = trial.suggest_categorical("backend", list(options))
-    precision = trial.suggest_categorical(f"precision.{backend}", options[backend])
-    batch_size = trial.suggest_categorical("batch_size", list(space.deployment.batch_sizes))
-    knobs = {key: _suggest(trial, f"{backend}.{key}", spec)
-             for key, spec in space.deployment.backends[backend].knobs.items()}
-    return Candidate(family=space.model.family, arch=arch, precision=precision,
-                     batch_size=int(batch_size), backend=backend, knobs=knobs,
-                     device_profile=profile.name)
+def suggest_candidate(trial: Suggester, space: SearchSpace, profile: HardwareProfile, *,
+                      capabilities: bool = True) -> Candidate:
+    """Ask ``trial`` for every parameter and return the candidate they describe.
+
+    ``capabilities=False`` (candidates measured by a custom evaluator) offers every backend and
+    precision the space and profile list. Free parameters are asked last, under their own names,
+    so a space without them asks exactly what it always asked.
+    """
+    model, deployment = space.model, space.deployment
+    arch = {} if model is None else {key: _suggest(trial, f"arch.{key}", spec)
+                                     for key, spec in model.arch.items()}
+    deployed: dict[str, Any] = {}
+    if deployment is not None:
+        options = device_options(space, profile, capabilities=capabilities)
+        backend = trial.suggest_categorical("backend", list(options))
+        deployed = {
+            "backend": backend,
+            "precision": trial.suggest_categorical(f"precision.{backend}", options[backend]),
+            "batch_size": int(trial.suggest_categorical("batch_size",
+                                                        list(deployment.batch_sizes))),
+            "knobs": {key: _suggest(trial, f"{backend}.{key}", spec)
+                      for key, spec in deployment.backends[backend].knobs.items()},
+        }
+    params = {key: _suggest(trial, key, spec) for key, spec in space.parameters.items()}
+    return Candidate(family="" if model is None else model.family, arch=arch,
+                     device_profile=profile.name, params=params, **deployed)

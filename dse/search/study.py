@@ -1,46 +1,331 @@
-"""The Optuna study of a campaign: storage on disk, directions from the metrics table, sampler."""
+"""The Optuna study of a campaign: storage on disk, directions from the metrics table, sampler,
+and the baseline candidate that a new study measures first.
+
+Constraints reach the samplers without a ``constraints_func``: the loop stores each constraint
+with ``trial.set_constraint`` and Optuna 5's TPE, NSGA-II, NSGA-III and GP samplers read
+``trial.constraints`` themselves. (``constraints_func`` is deprecated in Optuna 5, and its
+``after_trial`` would store a second, unnamed copy of every constraint beside the named one.)
+"""
 
 from __future__ import annotations
 
+import math
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dse.candidate import stable_hash
 from dse.exceptions import SpecError
 from dse.metrics import metric
-from dse.spec import SamplerSpec, SearchSpace
+from dse.search.space import device_options, suggest_candidate
+from dse.spec import HardwareProfile, RangeParam, SamplerSpec, SearchSpace
+from dse.spec.models import BaselineSpec, DeploymentSpec, ParamSpec, Scalar
 
 if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping, Sequence
+
     import optuna
+
+    from dse.spec import Experiment
 
 
 def storage_url(run_dir: Path) -> str:
     return f"sqlite:///{run_dir / 'study.db'}"
 
 
+# -- samplers ------------------------------------------------------------------------------------
+
+_DEFAULT_POPULATION = 50  # Optuna's NSGAIISampler and NSGAIIISampler default
+
 def make_sampler(spec: SamplerSpec, resumed_trials: int) -> optuna.samplers.BaseSampler:
     """Optuna's own samplers. The seed is offset by the trials already run, so a resumed campaign
     continues the sequence instead of replaying the first proposals."""
+    from optuna.exceptions import ExperimentalWarning
+
+    with warnings.catch_warnings():
+        # Optuna 5 still calls NSGA-III and the brute-force grid experimental; chosen knowingly.
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        return _new_sampler(spec, spec.seed + resumed_trials)
+
+
+def _new_sampler(spec: SamplerSpec, seed: int) -> optuna.samplers.BaseSampler:
     import optuna
 
-    seed = spec.seed + resumed_trials
     if spec.name == "tpe":
         # constant_liar: with several devices measuring at once, TPE treats the running trials as
         # bad results instead of proposing the same region to every idle device.
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=spec.startup_trials,
                                           multivariate=True, constant_liar=True)
+    population = spec.population_size or _DEFAULT_POPULATION
     if spec.name == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=seed)
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=population)
+    if spec.name == "nsga3":
+        return optuna.samplers.NSGAIIISampler(seed=seed, population_size=population)
+    if spec.name == "gp":
+        # Running trials enter its q-batch acquisition, so parallel devices get distinct points.
+        # The precision and knobs of a backend are conditional parameters, which GP leaves to
+        # its random fallback; that is by design here, so no warning per trial.
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=spec.startup_trials,
+                                         warn_independent_sampling=False)
+    if spec.name == "grid":
+        return _exhaustive_sampler(seed)
     return optuna.samplers.RandomSampler(seed=seed)
 
 
+def _exhaustive_sampler(seed: int) -> optuna.samplers.BaseSampler:
+    """The ``grid`` sampler: Optuna's BruteForceSampler, which walks a define-by-run space, so
+    conditional parameters (``precision.<backend>``, ``<backend>.<knob>``) give every valid
+    combination once. (GridSampler is a product over fixed names: it would propose each
+    candidate once per value of the other backends' parameters, and values the device lacks.)
+
+    Its ``after_trial`` only calls ``study.stop()`` once the grid is exhausted, which raises
+    outside ``study.optimize``; the search loop stops on its budget instead, and proposals
+    past the end of the grid repeat earlier candidates, which the loop reuses unmeasured.
+    """
+    import optuna
+
+    class ExhaustiveSampler(optuna.samplers.BruteForceSampler):
+        def after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial,
+                        state: optuna.trial.TrialState, values: Sequence[float] | None) -> None:
+            return None
+
+    return ExhaustiveSampler(seed=seed)
+
+
+def _space_params(space: SearchSpace) -> list[tuple[str, ParamSpec]]:
+    """Every searched parameter with its field path in the search-space file."""
+    found: list[tuple[str, ParamSpec]] = []
+    if space.model is not None:
+        found.extend((f"model.arch.{k}", v) for k, v in space.model.arch.items())
+    if space.deployment is not None:
+        for backend, spec in space.deployment.backends.items():
+            found.extend((f"deployment.backends.{backend}.knobs.{k}", v)
+                         for k, v in spec.knobs.items())
+    found.extend((f"parameters.{k}", v) for k, v in space.parameters.items())
+    return found
+
+
+def grid_problems(space: SearchSpace, space_file: str, experiment_file: str) -> list[str]:
+    """Parameters the grid sampler cannot enumerate: continuous float ranges (no ``step``)."""
+    return [f"{space_file}: {field}: the grid sampler (sampler.name in {experiment_file}) "
+            f"needs a step on this continuous range [{spec.low}, {spec.high}]; add `step:` or "
+            f"choose another sampler"
+            for field, spec in _space_params(space)
+            if isinstance(spec, RangeParam) and not spec.is_int and spec.step is None]
+
+
+# -- the baseline --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BaselinePlan:
+    """The baseline on one device: the Optuna parameters to enqueue and the candidate they make,
+    or (``params`` None) why the device cannot run it."""
+
+    params: dict[str, Any] | None
+    candidate_id: str | None
+    note: str = ""
+
+
+def _value_problem(spec: ParamSpec, value: Scalar) -> str:
+    """Why ``value`` is not a point of ``spec``; empty when it is."""
+    if isinstance(spec, RangeParam):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"{value!r} is not a number"
+        if spec.is_int and not float(value).is_integer():
+            return f"{value!r} is not an integer, as the range [{spec.low}, {spec.high}] is"
+        if not spec.low <= value <= spec.high:
+            return f"{value!r} is outside the range [{spec.low}, {spec.high}]"
+        if spec.step is not None:
+            steps = (value - spec.low) / spec.step
+            if not math.isclose(steps, round(steps), abs_tol=1e-9):
+                return f"{value!r} is not on the range's grid ({spec.low} + k * {spec.step})"
+        return ""
+    return "" if _matching_choice(list(spec), value) else (
+        f"{value!r} is not one of the choices {list(spec)}")
+
+
+def _matching_choice(choices: Sequence[Any], value: Any) -> tuple[Any] | None:
+    """The choice equal to ``value`` (in a 1-tuple, since a choice may be falsy), or None."""
+    for choice in choices:
+        # True == 1 in Python; a flag is not a number here.
+        if choice == value and isinstance(choice, bool) == isinstance(value, bool):
+            return (choice,)
+    return None
+
+
+def _group_problems(given: Mapping[str, Scalar], specs: Mapping[str, ParamSpec], field: str,
+                    space_field: str, space: str, source: str) -> list[str]:
+    """Problems of the baseline's ``field`` against the space's ``space_field``."""
+    problems = []
+    missing = [k for k in specs if k not in given]
+    if missing:
+        problems.append(f"{source}: {field}: missing {', '.join(missing)}; the baseline needs a "
+                        f"value for every parameter in {space_field} of {space} "
+                        f"({', '.join(specs)})")
+    for key, value in given.items():
+        if key not in specs:
+            problems.append(f"{source}: {field}.{key}: not in {space_field} of {space}; "
+                            f"allowed: {', '.join(specs) or 'none'}")
+        elif problem := _value_problem(specs[key], value):
+            problems.append(f"{source}: {field}.{key}: {problem} of {space_field}.{key} in {space}")
+    return problems
+
+
+def _deployment_problems(baseline: BaselineSpec, deployment: DeploymentSpec, space: str,
+                         source: str) -> list[str]:
+    problems = []
+    for field in ("backend", "precision", "batch_size"):
+        if getattr(baseline, field) is None:
+            problems.append(f"{source}: baseline.{field}: required, since {space} searches a "
+                            f"deployment")
+    if baseline.backend is not None:
+        if baseline.backend not in deployment.backends:
+            problems.append(f"{source}: baseline.backend: {baseline.backend!r} is not in "
+                            f"deployment.backends of {space}; allowed: "
+                            f"{', '.join(deployment.backends)}")
+        else:
+            problems.extend(_group_problems(
+                baseline.knobs, deployment.backends[baseline.backend].knobs, "baseline.knobs",
+                f"deployment.backends.{baseline.backend}.knobs", space, source))
+    if baseline.precision is not None and baseline.precision not in deployment.precisions:
+        problems.append(f"{source}: baseline.precision: {baseline.precision!r} is not in "
+                        f"deployment.precisions of {space}; allowed: "
+                        f"{', '.join(deployment.precisions)}")
+    if baseline.batch_size is not None and baseline.batch_size not in deployment.batch_sizes:
+        problems.append(f"{source}: baseline.batch_size: {baseline.batch_size} is not in "
+                        f"deployment.batch_sizes of {space}; allowed: "
+                        f"{', '.join(map(str, deployment.batch_sizes))}")
+    return problems
+
+
+def baseline_problems(baseline: BaselineSpec, space: SearchSpace, source: str) -> list[str]:
+    """Where the baseline of experiment file ``source`` is not a point of ``space``: one line per
+    problem, naming the baseline's field and the space's."""
+    name = f"space {space.name!r}"
+    problems = []
+    if space.model is not None:
+        problems.extend(_group_problems(baseline.arch, space.model.arch, "baseline.arch",
+                                        "model.arch", name, source))
+    elif baseline.arch:
+        problems.append(f"{source}: baseline.arch: {name} has no model; leave arch out")
+    if space.deployment is not None:
+        problems.extend(_deployment_problems(baseline, space.deployment, name, source))
+    else:
+        given = [f for f in ("backend", "precision", "batch_size", "knobs") if getattr(baseline, f)]
+        if given:
+            problems.append(f"{source}: baseline: {name} has no deployment; leave out "
+                            f"{', '.join(given)}")
+    if space.parameters or baseline.params:
+        problems.extend(_group_problems(baseline.params, space.parameters, "baseline.params",
+                                        "parameters", name, source))
+    return problems
+
+
+class _BaselineAnswers:
+    """A Suggester answering with the baseline's values, turned into the space's own values
+    (Optuna hands an enqueued value back unconverted, so a baseline's ``1`` must become the
+    space's ``1.0``, or its candidate id would differ from the same configuration proposed
+    later). Records what it answered, by Optuna parameter name."""
+
+    def __init__(self, baseline: BaselineSpec) -> None:
+        self.baseline = baseline
+        self.params: dict[str, Any] = {}
+
+    def _value(self, name: str) -> Any:
+        """The baseline's value of the Optuna parameter ``name``, as ``suggest_candidate`` names
+        them: ``arch.<k>``, ``backend``, ``precision.<backend>``, ``batch_size``,
+        ``<backend>.<knob>``, and each free parameter by its own name."""
+        b = self.baseline
+        group, _, key = name.partition(".")
+        if group == "arch" and key in b.arch:
+            return b.arch[key]
+        if name == "backend":
+            return b.backend
+        if name == "batch_size":
+            return b.batch_size
+        if group == "precision":
+            return b.precision
+        if group == b.backend and key in b.knobs:
+            return b.knobs[key]
+        if name in b.params:
+            return b.params[name]
+        raise KeyError(f"the baseline has no value for search parameter {name!r}")
+
+    def suggest_categorical(self, name: str, choices: Any) -> Any:
+        value = self._value(name)
+        found = _matching_choice(list(choices), value)
+        if found is None:
+            raise KeyError(f"baseline value {value!r} of {name!r} is not among {list(choices)}")
+        self.params[name] = found[0]
+        return found[0]
+
+    def suggest_int(self, name: str, low: int, high: int, *, step: int = 1,
+                    log: bool = False) -> int:
+        self.params[name] = int(self._value(name))
+        return int(self.params[name])
+
+    def suggest_float(self, name: str, low: float, high: float, *, step: float | None = None,
+                      log: bool = False) -> float:
+        self.params[name] = float(self._value(name))
+        return float(self.params[name])
+
+
+def plan_baseline(baseline: BaselineSpec, space: SearchSpace, profile: HardwareProfile, *,
+                  capabilities: bool = True) -> BaselinePlan:
+    """The baseline as Optuna parameters of ``profile``'s study, or why that device cannot run
+    it. ``baseline`` must have passed :func:`baseline_problems`; ``capabilities`` as the search
+    loop offers the profile's candidates (false where an evaluator or replay table measures)."""
+    if space.deployment is not None:
+        options = device_options(space, profile, capabilities=capabilities)
+        backend, precision = baseline.backend, baseline.precision
+        if backend not in options or precision not in options[backend]:
+            offered = ", ".join(f"{b}/{p}" for b, ps in options.items() for p in ps)
+            return BaselinePlan(None, None, f"device {profile.name!r} cannot run the baseline's "
+                                            f"{backend}/{precision}; it offers {offered}")
+    answers = _BaselineAnswers(baseline)
+    candidate = suggest_candidate(answers, space, profile, capabilities=capabilities)
+    return BaselinePlan(answers.params, candidate.candidate_id)
+
+
+def search_problems(experiment: Experiment) -> list[str]:
+    """What the YAML models cannot check on their own: the sampler and the baseline against the
+    experiment's search space. One line per problem, naming file and field."""
+    source = str(experiment.path)
+    problems = []
+    if experiment.spec.sampler.name == "grid":
+        space_file = str(experiment.path.parent / experiment.spec.search_space)
+        problems.extend(grid_problems(experiment.space, space_file, source))
+    if experiment.spec.baseline is not None:
+        problems.extend(baseline_problems(experiment.spec.baseline, experiment.space, source))
+    return problems
+
+
+# -- studies -------------------------------------------------------------------------------------
+
 # The parts of a space that change what a trial means; a resumed study must not mix two of them.
-_SPACE_SECTIONS = ("model", "training", "deployment", "constraints")
+_SPACE_SECTIONS = ("model", "training", "deployment", "constraints", "parameters", "metrics")
 
 
 def space_fingerprint(space: SearchSpace) -> dict[str, str]:
     dumped = space.model_dump(mode="json")
     return {section: stable_hash(dumped[section]) for section in _SPACE_SECTIONS}
+
+
+def _unchanged(section: str, now: str, stored: Mapping[str, str]) -> bool:
+    """Whether a space section is as the stored study knew it. A study made before a section
+    existed (free ``parameters``, declared ``metrics``) knew it as the field's default."""
+    if section in stored:
+        return stored[section] == now
+    field = SearchSpace.model_fields[section]
+    default = field.get_default(call_default_factory=True)
+    return stable_hash(default if default is None else _json(default)) == now
+
+
+def _json(value: object) -> object:
+    import json
+
+    return json.loads(json.dumps(value, default=str))
 
 
 def study_name(campaign: str, profile: str, device_count: int) -> str:
@@ -49,23 +334,56 @@ def study_name(campaign: str, profile: str, device_count: int) -> str:
     return campaign if device_count == 1 else f"{campaign}@{profile}"
 
 
+def open_experiment_studies(experiment: Experiment,
+                            evaluated: Collection[str] | None = None) -> dict[str, optuna.Study]:
+    """The studies of a campaign (see :func:`open_studies`), its baseline queued first in each new
+    one. SpecError, before any study is touched, when the sampler or baseline does not fit the
+    space.
+
+    ``evaluated``: the profiles whose candidates an evaluator or a replay table measures, as the
+    search loop is told (the capability table does not narrow what they are offered); by
+    default the replay profiles, or every profile when the experiment names an evaluator.
+    """
+    problems = search_problems(experiment)
+    if problems:
+        raise SpecError(problems)
+    if evaluated is None:
+        evaluated = [p.name for p in experiment.devices
+                     if experiment.spec.evaluator is not None or p.kind == "replay"]
+    baseline = experiment.spec.baseline
+    plans = {} if baseline is None else {
+        p.name: plan_baseline(baseline, experiment.space, p, capabilities=p.name not in evaluated)
+        for p in experiment.devices}
+    return open_studies(experiment.run_dir, experiment.name, experiment.space,
+                        experiment.spec.sampler, [p.name for p in experiment.devices], plans)
+
+
 def open_studies(run_dir: Path, campaign: str, space: SearchSpace, sampler: SamplerSpec,
-                 profiles: list[str]) -> dict[str, optuna.Study]:
-    """One study per device profile (see :func:`study_name`), created or resumed."""
+                 profiles: list[str],
+                 baselines: Mapping[str, BaselinePlan] | None = None) -> dict[str, optuna.Study]:
+    """One study per device profile (see :func:`study_name`), created or resumed; ``baselines``
+    holds each profile's baseline (see :func:`open_study`)."""
     studies = {}
     for profile in profiles:
-        study = open_study(run_dir, study_name(campaign, profile, len(profiles)), space, sampler)
+        study = open_study(run_dir, study_name(campaign, profile, len(profiles)), space, sampler,
+                           (baselines or {}).get(profile))
         study.set_user_attr("campaign", campaign)
         study.set_user_attr("device_profile", profile)
         studies[profile] = study
     return studies
 
 
-def open_study(run_dir: Path, name: str, space: SearchSpace, sampler: SamplerSpec) -> optuna.Study:
+def open_study(run_dir: Path, name: str, space: SearchSpace, sampler: SamplerSpec,
+               baseline: BaselinePlan | None = None) -> optuna.Study:
     """Create the campaign's study, or load it to resume.
 
     Refuses to resume a study made with other objectives or another space: its trials would not
     be comparable (and Optuna cannot change a parameter's choices within one study).
+
+    A new (still empty) study gets ``baseline`` enqueued as its first trial, user attribute
+    ``baseline: True``, and remembers its candidate id in the study attribute
+    ``baseline_candidate_id``; a device that cannot run it gets ``baseline_skipped`` (why). A
+    resumed study keeps what it has: a baseline added later is not measured.
     """
     import optuna
 
@@ -84,7 +402,7 @@ def open_study(run_dir: Path, name: str, space: SearchSpace, sampler: SamplerSpe
                 f"{previous.user_attrs.get('objectives')}, the experiment asks {objectives}; "
                 f"rename the campaign or delete its run folder"])
         stored = previous.user_attrs.get("space_fingerprint", {})
-        changed = [k for k, v in space_fingerprint(space).items() if stored.get(k) != v]
+        changed = [k for k, v in space_fingerprint(space).items() if not _unchanged(k, v, stored)]
         if changed:
             raise SpecError([
                 f"{run_dir / 'study.db'}: {', '.join(changed)}: the search space {space.name!r} "
@@ -100,4 +418,16 @@ def open_study(run_dir: Path, name: str, space: SearchSpace, sampler: SamplerSpe
     study.set_user_attr("objectives", objectives)
     study.set_user_attr("constraints", constraints)
     study.set_user_attr("space_fingerprint", space_fingerprint(space))
+    # Empty rather than just created: a driver that died between creating the study and
+    # queueing the baseline still gets it queued on the rerun.
+    if baseline is not None and resumed == 0:
+        _queue_baseline(study, baseline)
     return study
+
+
+def _queue_baseline(study: optuna.Study, baseline: BaselinePlan) -> None:
+    if baseline.params is None:
+        study.set_user_attr("baseline_skipped", baseline.note)
+        return
+    study.enqueue_trial(baseline.params, user_attrs={"baseline": True})
+    study.set_user_attr("baseline_candidate_id", baseline.candidate_id)

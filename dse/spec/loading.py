@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -14,7 +16,12 @@ from dse.exceptions import SpecError
 from dse.spec.errors import describe_validation_error, describe_yaml_error
 from dse.spec.models import ExperimentSpec, HardwareProfile, SearchSpace
 
+if TYPE_CHECKING:
+    from dse.candidate import Candidate
+
 M = TypeVar("M", bound=BaseModel)
+# A custom evaluator: measures a candidate in the driver process, returns metric -> value.
+Evaluator = Callable[["Candidate"], Mapping[str, float]]
 
 KINDS: dict[str, type[BaseModel]] = {
     "search_space": SearchSpace,
@@ -55,6 +62,40 @@ def load_model(path: Path, model: type[M]) -> M:
         raise SpecError(describe_validation_error(path, model, exc)) from None
 
 
+def load_profile(path: Path) -> HardwareProfile:
+    """A hardware profile whose replay table (if any) is resolved against the profile's folder
+    and exists."""
+    profile = load_model(path, HardwareProfile)
+    if profile.table is None:
+        return profile
+    table = (path.parent / profile.table).resolve()
+    if not table.is_file():
+        raise SpecError([f"{path}: table: file not found: {table}"])
+    return profile.model_copy(update={"table": table})
+
+
+def resolve_evaluator(reference: str, where: str) -> Evaluator:
+    """The function ``module:function`` names; SpecError starting with ``where`` when the module
+    cannot be imported or has no such callable."""
+    module_name, _, name = reference.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SpecError([f"{where}: cannot import module {module_name!r} ({exc}); it must be "
+                         f"installed or on PYTHONPATH"]) from None
+    except Exception as exc:  # the module's own code failed: say so on one line, not a traceback
+        raise SpecError([f"{where}: importing module {module_name!r} failed: "
+                         f"{type(exc).__name__}: {exc}"]) from None
+    function = getattr(module, name, None)
+    if function is None:
+        raise SpecError([f"{where}: module {module_name!r} has no function {name!r}"])
+    if not callable(function):
+        raise SpecError([f"{where}: {reference} is not a function; found "
+                         f"{type(function).__name__} {function!r:.60}"])
+    evaluator: Evaluator = function
+    return evaluator
+
+
 def guess_kind(path: Path, data: dict[str, Any]) -> str:
     """Which of the three kinds a file is: by its folder, else by its keys."""
     for part in reversed(path.resolve().parts[:-1]):
@@ -75,6 +116,8 @@ class Experiment:
     path: Path
     space: SearchSpace
     devices: tuple[HardwareProfile, ...]
+    evaluator: Evaluator | None = None
+    """The function the experiment's ``evaluator:`` names, imported."""
 
     @property
     def name(self) -> str:
@@ -107,16 +150,23 @@ def load_experiment_files(path: Path) -> Experiment:
         problems.extend(exc.problems)
     for index, device_path in enumerate(spec.devices):
         try:
-            devices.append(load_model(path.parent / device_path, HardwareProfile))
+            devices.append(load_profile(path.parent / device_path))
         except SpecError as exc:
             problems.extend(exc.problems)
             problems.append(f"{path}: devices[{index}]: the profile above is invalid")
+    evaluator = None
+    if spec.evaluator is not None:
+        try:
+            evaluator = resolve_evaluator(spec.evaluator, f"{path}: evaluator")
+        except SpecError as exc:
+            problems.extend(exc.problems)
     if space is not None and not problems:
         problems.extend(_cross_check(path, space, devices))
     if problems:
         raise SpecError(problems)
     assert space is not None
-    return Experiment(spec=spec, path=path, space=space, devices=tuple(devices))
+    return Experiment(spec=spec, path=path, space=space, devices=tuple(devices),
+                      evaluator=evaluator)
 
 
 def _cross_check(path: Path, space: SearchSpace, devices: list[HardwareProfile]) -> list[str]:
@@ -124,8 +174,11 @@ def _cross_check(path: Path, space: SearchSpace, devices: list[HardwareProfile])
     names = [d.name for d in devices]
     if len(set(names)) != len(names):
         problems.append(f"{path}: devices: two profiles share a name: {names}")
-    wanted = set(space.deployment.backends)
+    wanted = set() if space.deployment is None else set(space.deployment.backends)
     for index, device in enumerate(devices):
+        # A replay profile without a backend list takes the space's; no deployment, no check.
+        if not wanted or not device.backends:
+            continue
         if not wanted & set(device.backends):
             problems.append(
                 f"{path}: devices[{index}]: profile {device.name!r} runs none of the space's "

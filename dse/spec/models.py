@@ -8,28 +8,31 @@ capability table's business (``dse.backends.capabilities``).
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
     Field,
+    ModelWrapValidatorHandler,
     Tag,
     field_validator,
     model_validator,
 )
 
-from dse.metrics import METRICS
+from dse.metrics import METRICS, Direction, MetricSpec
 
 BackendName = Literal["onnxruntime", "onnxruntime_cuda", "onnxruntime_tensorrt", "tensorrt", "torch",
                       "torch_compile"]
 Precision = Literal["fp32", "fp16", "bf16", "int8", "fp8"]
-DeviceKind = Literal["cpu", "cuda", "jetson"]
+DeviceKind = Literal["cpu", "cuda", "jetson", "replay"]
 FamilyName = Literal["cnn"]
 DatasetName = Literal["digits"]
-SamplerName = Literal["tpe", "nsga2", "random"]
+SamplerName = Literal["tpe", "nsga2", "nsga3", "gp", "random", "grid"]
 ProbeName = Literal["process_memory", "rapl", "thermal_zones", "cpufreq", "cpu_throttle",
                     "jetson_power", "jetson_clocks", "tegrastats", "nvml", "cuda_memory"]
 
@@ -116,7 +119,8 @@ class DeploymentSpec(Strict):
 class ObjectiveSpec(Strict):
     """An objective: a metric from the metrics table; its direction comes from the table."""
 
-    metric: str = Field(description="Metric name from dse.metrics (e.g. latency_p99_ms).")
+    metric: str = Field(description="Metric name from dse.metrics (e.g. latency_p99_ms) or one "
+                                    "the space declares under metrics:.")
 
     @field_validator("metric")
     @classmethod
@@ -131,7 +135,7 @@ _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=)\s*([-+0-9.e
 class ConstraintSpec(Strict):
     """A bound on a metric, written ``"memory_peak_mb <= 512"`` or as {metric, op, value}."""
 
-    metric: str = Field(description="Metric name from dse.metrics.")
+    metric: str = Field(description="Metric name from dse.metrics or the space's metrics:.")
     op: Literal["<=", ">="] = Field(description="Comparison: <= or >=.")
     value: float = Field(description="The bound, in the metric's unit.")
 
@@ -161,50 +165,222 @@ class ConstraintSpec(Strict):
         return f"{self.metric} {self.op} {self.value:g}"
 
 
+# The metric names that the search space being validated declares: its objectives and constraints
+# may name them besides the built-in table (set by SearchSpace around the validation of its fields,
+# so that an unknown name is still reported at its own field path).
+_DECLARED_NAMES: ContextVar[frozenset[str]] = ContextVar("declared_metric_names",
+                                                         default=frozenset())
+
+
 def _check_metric(name: str) -> None:
-    if name not in METRICS:
-        raise ValueError(f"unknown metric {name!r}; allowed: {', '.join(sorted(METRICS))}")
+    declared = _DECLARED_NAMES.get() - set(METRICS)
+    if name not in METRICS and name not in declared:
+        extra = f"; declared: {', '.join(sorted(declared))}" if declared else ""
+        raise ValueError(f"unknown metric {name!r}; allowed: {', '.join(sorted(METRICS))}{extra}")
+
+
+IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+REPLAY_TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
+_MODULE_FUNCTION = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+
+
+def _module_function(value: str) -> str:
+    if not _MODULE_FUNCTION.match(value):
+        raise ValueError(f"must read module:function (e.g. dse.examples.evaluators:zdt1), "
+                         f"got {value!r}")
+    return value
+
+
+EvaluatorRef = Annotated[str, AfterValidator(_module_function)]
+
+# Names a free parameter may not take: they would collide with the candidate's own fields in
+# result tables (``param.backend``) and in the Optuna study.
+RESERVED_PARAMETER_NAMES = frozenset({"family", "arch", "precision", "batch_size", "backend",
+                                      "knob", "knobs", "params", "device", "device_profile"})
+
+
+class MetricDeclaration(Strict):
+    """A metric that a custom evaluator or a replay table reports, beside the built-in table."""
+
+    name: str = Field(pattern=IDENTIFIER,
+                      description="Metric name, as objectives and constraints write it.")
+    unit: str = Field(min_length=1,
+                      description="Unit shown in every column and axis (ms, mJ, 1 for none).")
+    direction: Literal["minimize", "maximize"] = Field(description="Which way is better.")
+    description: str = Field(default="", description="What the metric measures.")
+
+    @field_validator("name")
+    @classmethod
+    def _new(cls, value: str) -> str:
+        if value in METRICS:
+            raise ValueError(f"metric {value!r} is built in (dse.metrics); declare only new "
+                             f"metrics")
+        return value
+
+    @field_validator("unit")
+    @classmethod
+    def _unbracketed(cls, value: str) -> str:
+        if "[" in value or "]" in value:
+            raise ValueError(f"unit {value!r} must not contain [ or ]: columns read 'name [unit]'")
+        return value
+
+    def spec(self) -> MetricSpec:
+        return MetricSpec(self.name, self.unit, Direction(self.direction), self.description)
 
 
 class SearchSpace(Strict):
-    """A search space: model family and arch parameters, deployment stack, objectives, constraints."""
+    """A search space: model family and arch parameters, deployment stack, free parameters,
+    objectives, constraints. It has a model family, free parameters, or both."""
 
     name: str = Field(pattern=NAME_PATTERN, description="Name of the space.")
     description: str = Field(default="", description="What the space explores.")
-    model: ModelSpec = Field(description="Model family and architecture parameters.")
+    model: ModelSpec | None = Field(
+        default=None, description="Model family and architecture parameters; none for a space of "
+                                  "free parameters only (custom evaluator or replay device).")
+    parameters: dict[str, ParamSpec] = Field(
+        default_factory=dict,
+        description="Free parameters, handed to a custom evaluator or matched in a replay table: "
+                    "a list of choices or a {low, high} range each.")
     training: TrainingSpec = Field(default_factory=TrainingSpec,
                                    description="Accuracy training settings.")
-    deployment: DeploymentSpec = Field(description="Backends, precisions and batch sizes.")
+    deployment: DeploymentSpec | None = Field(
+        default=None, description="Backends, precisions and batch sizes; required with a model.")
+    metrics: list[MetricDeclaration] = Field(
+        default_factory=list,
+        description="Metrics a custom evaluator or replay table reports beyond the built-in "
+                    "table; objectives and constraints may name them.")
     objectives: list[ObjectiveSpec] = Field(
-        min_length=1, description="Metrics to optimise; directions come from the metrics table.")
+        min_length=1, description="Metrics to optimise; directions come from the metrics table "
+                                  "or the metric's declaration.")
     constraints: list[ConstraintSpec] = Field(
         default_factory=list, description="Bounds a feasible candidate must meet.")
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _declared_metrics_count(cls, data: Any,
+                                handler: ModelWrapValidatorHandler[SearchSpace]) -> SearchSpace:
+        token = _DECLARED_NAMES.set(_declared_names(data))
+        try:
+            return handler(data)
+        finally:
+            _DECLARED_NAMES.reset(token)
+
+    @field_validator("parameters")
+    @classmethod
+    def _parameter_names(cls, value: dict[str, ParamSpec]) -> dict[str, ParamSpec]:
+        for key in value:
+            if not re.match(IDENTIFIER, key):
+                raise ValueError(f"free parameter name {key!r} must be a Python identifier "
+                                 f"(letters, digits, _)")
+            if key in RESERVED_PARAMETER_NAMES:
+                raise ValueError(f"free parameter name {key!r} is reserved; reserved: "
+                                 f"{', '.join(sorted(RESERVED_PARAMETER_NAMES))}")
+        return value
 
     @model_validator(mode="after")
     def _distinct_objectives(self) -> SearchSpace:
         names = [o.metric for o in self.objectives]
         if len(set(names)) != len(names):
             raise ValueError(f"objectives repeat a metric: {names}")
+        declared = [m.name for m in self.metrics]
+        if len(set(declared)) != len(declared):
+            raise ValueError(f"metrics declare a name twice: {declared}")
+        if self.model is None and not self.parameters:
+            raise ValueError("a search space needs a model (family and arch) or free parameters "
+                             "(parameters:), or both")
+        if self.model is not None and self.deployment is None:
+            raise ValueError("a space with a model needs deployment: backends, precisions and "
+                             "batch_sizes to measure it with")
         return self
+
+    def metric_specs(self) -> list[MetricSpec]:
+        """The metrics this space declares, as metric-table rows."""
+        return [m.spec() for m in self.metrics]
+
+
+def _declared_names(data: Any) -> frozenset[str]:
+    """Names under ``metrics:`` of raw (or already validated) search-space data."""
+    if isinstance(data, SearchSpace):
+        return frozenset(m.name for m in data.metrics)
+    entries = data.get("metrics") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return frozenset()
+    return frozenset(e["name"] for e in entries if isinstance(e, dict) and isinstance(e.get("name"), str))
+
+
+# One `telemetry:` entry, kept as plain data: a probe name, or {probe: {setting: value, ...}}.
+TelemetryEntry = Union[ProbeName, dict[ProbeName, dict[str, object]]]  # noqa: UP007 - runtime Union
+
+
+class _TelemetryRules:
+    """Validation and JSON schema of a profile's `telemetry:` list (pydantic's hooks).
+
+    Each entry's settings are checked against those its probe declares, which live with the probes
+    (``dse.measure.telemetry.entries``) and are imported on first need: a plain name is checked
+    here, so loading a profile without settings does not load the measurement stack.
+    """
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: object, handler: object) -> object:
+        from pydantic_core import core_schema
+
+        entry = core_schema.no_info_plain_validator_function(_telemetry_entry)
+        return core_schema.no_info_after_validator_function(_each_probe_once,
+                                                            core_schema.list_schema(entry))
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: object, handler: object) -> dict[str, object]:
+        from dse.measure.telemetry.entries import entries_json_schema
+
+        return entries_json_schema()
+
+
+def _telemetry_entry(entry: object) -> object:
+    from typing import get_args
+
+    if isinstance(entry, str) and entry in get_args(ProbeName):
+        return entry
+    from dse.measure.telemetry.entries import checked_entry
+
+    return checked_entry(entry)
+
+
+def _each_probe_once(entries: list[object]) -> list[object]:
+    # Two entries of one probe would share its trace's name, and the first would shadow the second.
+    names = [str(next(iter(e))) if isinstance(e, dict) else str(e) for e in entries]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"probe(s) {', '.join(twice)} listed more than once; list each probe "
+                         f"once, with all its settings in one entry")
+    return entries
 
 
 class HardwareProfile(Strict):
     """A target device: what it is, what it runs, and which sensors it has."""
 
     name: str = Field(pattern=NAME_PATTERN, description="Profile name; also its Ray resource.")
-    kind: DeviceKind = Field(description="Device kind: cpu, cuda or jetson.")
+    kind: DeviceKind = Field(
+        description="Device kind: cpu, cuda, jetson, or replay (no hardware: measurements are "
+                    "served from a recorded table).")
     description: str = Field(default="", description="Free text shown in reports.")
-    backends: list[BackendName] = Field(min_length=1, description="Backends installed on it.")
-    precisions: list[Precision] = Field(min_length=1, description="Precisions it supports.")
+    backends: list[BackendName] = Field(
+        default_factory=list,
+        description="Backends installed on it (required but for replay, where a list limits the "
+                    "backends searched).")
+    precisions: list[Precision] = Field(
+        default_factory=list,
+        description="Precisions it supports (required but for replay, where a list limits the "
+                    "precisions searched).")
     max_threads: int | None = Field(
         default=None, ge=1, description="CPU threads available to a runner (none: all cores).")
     compute_capability: float | None = Field(
         default=None, gt=0, le=20,
         description="CUDA compute capability of the device's GPU (e.g. 9.0); combinations below "
                     "a capability entry's floor are not offered. None: checked when compiling.")
-    telemetry: list[ProbeName] = Field(
-        default_factory=lambda: list[ProbeName](["process_memory"]),
-        description="Telemetry probes to use.")
+    telemetry: Annotated[list[TelemetryEntry], _TelemetryRules] = Field(
+        default_factory=lambda: list[TelemetryEntry](["process_memory"]),
+        description="Telemetry probes to use: each a probe name, or {probe: {setting: value}} "
+                    "to set the probe's settings (e.g. interval_s).")
     peak_gflops: float | None = Field(default=None, gt=0,
                                       description="Peak compute, for the roofline.")
     peak_bandwidth_gbs: float | None = Field(default=None, gt=0,
@@ -220,6 +396,10 @@ class HardwareProfile(Strict):
         description="Power modes the device offers (nvpmodel modes on Jetson, power caps on GPUs).")
     power_mode: str | None = Field(
         default=None, description="The power mode measurements are taken in; one of power_modes.")
+    table: Path | None = Field(
+        default=None,
+        description="Replay profiles only: the recorded CSV or parquet table (a column per "
+                    "parameter, a column per metric), relative to this file.")
 
     @model_validator(mode="after")
     def _known_power_mode(self) -> HardwareProfile:
@@ -228,14 +408,64 @@ class HardwareProfile(Strict):
                              f"{self.power_modes}")
         return self
 
+    @model_validator(mode="after")
+    def _replay_has_a_table(self) -> HardwareProfile:
+        if self.kind == "replay":
+            if self.table is None:
+                raise ValueError("a replay profile needs table: a CSV or parquet file of recorded "
+                                 "parameters and metrics")
+            if self.table.suffix.lower() not in REPLAY_TABLE_SUFFIXES:
+                raise ValueError(f"table {str(self.table)!r} must be a CSV or parquet file "
+                                 f"({', '.join(REPLAY_TABLE_SUFFIXES)})")
+            return self
+        if self.table is not None:
+            raise ValueError(f"table is for replay profiles only; this profile is kind "
+                             f"{self.kind!r}")
+        for name in ("backends", "precisions"):
+            if not getattr(self, name):
+                raise ValueError(f"a {self.kind} profile needs {name}: at least one")
+        return self
+
 
 class SamplerSpec(Strict):
     """The Optuna sampler that proposes candidates."""
 
-    name: SamplerName = Field(default="tpe", description="Sampler: tpe, nsga2 or random.")
+    name: SamplerName = Field(
+        default="tpe",
+        description="Sampler: tpe (multi-objective TPE), nsga2, nsga3 (genetic), gp (Gaussian "
+                    "process, constrained multi-objective), random, or grid (every combination "
+                    "of a small space once; ranges need a step).")
     seed: int = Field(default=0, ge=0, description="Sampler seed.")
     startup_trials: int = Field(default=10, ge=1,
-                                description="Random trials before a model-based sampler kicks in.")
+                                description="Random trials before tpe or gp kicks in.")
+    population_size: int | None = Field(
+        default=None, ge=2,
+        description="Trials per generation of nsga2/nsga3 (none: Optuna's default of 50); keep "
+                    "it well under the budget, or the search never leaves its random first "
+                    "generation.")
+
+
+class BaselineSpec(Strict):
+    """The user's current configuration: measured first on every device that can run it, and
+    the reference every trial is reported against. It names a value for each parameter of the
+    search space, as the space groups them; every value must lie in the space."""
+
+    arch: dict[str, Scalar] = Field(
+        default_factory=dict,
+        description="A value for every architecture parameter of the space (spaces with a model).")
+    backend: BackendName | None = Field(
+        default=None, description="Backend of the current deployment (spaces with a deployment).")
+    precision: Precision | None = Field(
+        default=None, description="Precision of the current deployment (spaces with a deployment).")
+    batch_size: int | None = Field(
+        default=None, ge=1, le=65536,
+        description="Batch size of the current deployment (spaces with a deployment).")
+    knobs: dict[str, Scalar] = Field(
+        default_factory=dict,
+        description="A value for every knob the space searches for this backend.")
+    params: dict[str, Scalar] = Field(
+        default_factory=dict,
+        description="A value for every free parameter of the space (spaces with parameters:).")
 
 
 class BudgetSpec(Strict):
@@ -308,7 +538,16 @@ class ExperimentSpec(Strict):
     search_space: Path = Field(description="Search-space YAML, relative to this file.")
     devices: list[Path] = Field(min_length=1,
                                 description="Hardware-profile YAMLs, relative to this file.")
+    evaluator: EvaluatorRef | None = Field(
+        default=None,
+        description="A custom evaluator, module:function, that measures the candidates of every "
+                    "device but replay ones instead of the farm: function(candidate) -> "
+                    "{metric: value}. The module must be importable.")
     sampler: SamplerSpec = Field(default_factory=SamplerSpec, description="Sampler settings.")
+    baseline: BaselineSpec | None = Field(
+        default=None,
+        description="The current configuration, measured first and reported against (none: no "
+                    "baseline).")
     budget: BudgetSpec = Field(description="Trial budget.")
     measurement: MeasureSpec = Field(default_factory=MeasureSpec,
                                      description="Latency sampling settings.")

@@ -190,3 +190,13 @@ def test_an_unreachable_head_fails_fast_with_the_address() -> None:
     port = _closed_port()
     with pytest.raises(DeviceError, match=f"cannot reach the Ray head at 127.0.0.1:{port}"):
         connect(f"127.0.0.1:{port}")
+
+
+def test_a_replay_profile_never_joins_a_farm() -> None:
+    from dse.farm.node import start_worker
+    from dse.spec import load_model
+    from tests.conftest import REPO
+
+    replay = load_model(REPO / "hw_profiles" / "replay" / "replay-example.yaml", HardwareProfile)
+    with pytest.raises(DeviceError, match=r"is a replay device.*never joins a farm"):
+        start_worker(replay, "127.0.0.1:1")

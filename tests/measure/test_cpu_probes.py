@@ -215,9 +215,9 @@ def test_thermal_peak_over_zones_and_readings(tmp_path: Path) -> None:
     assert probe.summarize(trace, window).metrics == {"temperature_peak_c": 71.0}
 
 
-def test_thermal_zone_types_restrict_the_peak(tmp_path: Path) -> None:
+def test_thermal_zones_restrict_the_peak(tmp_path: Path) -> None:
     root = host(tmp_path, "cpu-intel")
-    probe = ThermalZonesProbe(root, interval_s=SLOW, zone_types="acpi.*")
+    probe = ThermalZonesProbe(root, interval_s=SLOW, zones=["cpu-thermal", "acpi.*"])
     trace, window = measure(probe, lambda: put(root / THERMAL / "thermal_zone1/temp", 99_000))
     assert list(trace.channels) == ["thermal_zone0:acpitz"]
     assert probe.summarize(trace, window).metrics == {"temperature_peak_c": 27.8}
@@ -254,9 +254,9 @@ def test_thermal_zone_lost_mid_window_keeps_the_others(tmp_path: Path) -> None:
 
 def test_thermal_unavailable_reasons(tmp_path: Path) -> None:
     root = host(tmp_path, "cpu-intel")
-    ok, why = ThermalZonesProbe(root, zone_types="cpu-thermal").available()
+    ok, why = ThermalZonesProbe(root, zones=["cpu-thermal"]).available()
     assert not ok
-    assert why == (f"no thermal zone under {root / THERMAL} has a type matching 'cpu-thermal' "
+    assert why == (f"no thermal zone under {root / THERMAL} has a type matching ['cpu-thermal'] "
                    f"(types: acpitz, x86_pkg_temp)")
     for zone in ("thermal_zone0", "thermal_zone1"):
         (root / THERMAL / zone / "temp").unlink()
@@ -266,9 +266,10 @@ def test_thermal_unavailable_reasons(tmp_path: Path) -> None:
     assert f"{root / THERMAL / 'thermal_zone1/temp'} does not exist" in why
 
 
-def test_thermal_zone_types_must_be_a_regex() -> None:
-    with pytest.raises(ValueError, match=r"zone_types must be a regular expression, got '\('"):
-        ThermalZonesProbe(zone_types="(")
+def test_thermal_zones_must_be_types_or_regexes() -> None:
+    with pytest.raises(ValueError, match=r"zones\[1\] must be a zone type or a regular expression, "
+                                         r"got '\('"):
+        ThermalZonesProbe(zones=["acpitz", "("])
 
 
 # --- cpufreq ------------------------------------------------------------------------------------

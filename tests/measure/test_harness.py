@@ -117,6 +117,19 @@ def test_keeps_measuring_while_the_machine_changes_state() -> None:
     assert stats.p50_ms >= 0.55  # the state it settled in, not a mixture
 
 
+def test_stopping_checks_take_a_small_share_of_the_window() -> None:
+    # Two latencies half and half: the median's CI spans both, so the target is never met and the
+    # run checks all along its second. Checking at every 10% more samples, as before, took 20-40%.
+    from dse.measure.harness import CHECK_SHARE
+
+    rng = np.random.default_rng(3)
+    stats = measure_latency(lambda: _spin(float(rng.choice([0.01, 0.05]))), target_rel_ci=0.001,
+                            min_iters=10, min_seconds=0.0, max_seconds=1.0,
+                            warmup_max_seconds=0.05)
+    assert not stats.target_met
+    assert 0 < stats.check_seconds <= 5 * CHECK_SHARE * stats.seconds
+
+
 @pytest.mark.gpu
 def test_cuda_event_timing_matches_synchronised_host_timing() -> None:
     torch = pytest.importorskip("torch")

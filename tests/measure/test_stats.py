@@ -109,3 +109,68 @@ def test_correlated_samples_widen_the_interval_and_keep_coverage() -> None:
     assert autocorrelation_time(data, float(np.median(data))) > 3
     assert np.mean(widths_ar) > 1.8 * np.mean(widths_iid)
     assert hits / 300 >= 0.90
+
+
+def _ar1(seed: int, n: int, phi: float) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    shocks = rng.normal(size=n)
+    noise = np.empty(n)
+    noise[0] = shocks[0]
+    for t in range(1, n):
+        noise[t] = phi * noise[t - 1] + shocks[t]
+    return noise
+
+
+@pytest.mark.parametrize("phi", [0.0, 0.5, 0.95])
+def test_fft_autocovariances_match_the_direct_means(phi: float) -> None:
+    from dse.measure.stats import autocovariances
+
+    x = _ar1(7, 3000, phi)
+    x -= x.mean()
+    direct = [float(np.mean(x * x))] + [float(np.mean(x[:-k] * x[k:])) for k in range(1, 200)]
+    np.testing.assert_allclose(autocovariances(x, 199), direct, rtol=1e-9, atol=1e-12 * direct[0])
+    with pytest.raises(ValueError, match="max_lag must lie in"):
+        autocovariances(x, 3000)
+
+
+def _direct_tau(samples: np.ndarray, threshold: float) -> tuple[float, int]:
+    """The sum as first written, one pass per lag; and how many lags it summed."""
+    indicator = (samples <= threshold).astype(np.float64)
+    indicator -= indicator.mean()
+    variance = float(np.mean(indicator * indicator))
+    tau, summed = 1.0, 0
+    for lag in range(1, min(200, len(indicator) // 4)):
+        rho = float(np.mean(indicator[:-lag] * indicator[lag:])) / variance
+        if rho <= 0.0:
+            break
+        tau += 2.0 * rho
+        summed = lag
+    return tau, summed
+
+
+@pytest.mark.parametrize("phi", [0.0, 0.6, 0.97, 0.995])
+def test_autocorrelation_time_matches_the_direct_sum(phi: float) -> None:
+    from dse.measure.stats import _DIRECT_LAGS, autocorrelation_time
+
+    data = 1.0 + 0.01 * _ar1(11, 4000, phi)
+    threshold = float(np.median(data))
+    expected, summed = _direct_tau(data, threshold)
+    assert autocorrelation_time(data, threshold) == pytest.approx(expected, rel=1e-9)
+    if phi == 0.995:  # this run is correlated past the direct lags: the FFT's figures were used
+        assert summed > _DIRECT_LAGS
+
+
+@pytest.mark.parametrize("q", [0.5, 0.9, 0.99])
+def test_quantile_interval_selects_what_a_sort_would(q: float) -> None:
+    from dse.measure.stats import autocorrelation_time, quantile_ci
+
+    data = 1.0 + 0.01 * _ar1(3, 5000, 0.7)
+    ordered = np.sort(data)
+    tau = autocorrelation_time(data, float(np.quantile(ordered, q)))
+    effective = max(1, int(len(data) / tau))
+    ranks = quantile_ci_ranks(effective, q)
+    assert ranks is not None
+    scale = len(data) / effective
+    low = max(1, int(np.floor(ranks[0] * scale - (scale - 1))))
+    high = min(len(data), int(np.ceil(ranks[1] * scale)))
+    assert quantile_ci(data, q) == (ordered[low - 1], ordered[high - 1])

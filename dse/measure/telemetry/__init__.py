@@ -12,9 +12,23 @@ from dse.measure.telemetry.base import (
     PROBES,
     Probe,
     ProbeResult,
+    ProbeSettings,
     Trace,
     Window,
     register_probe,
 )
+from dse.measure.telemetry.entries import entry_name, make_probe, make_probes, parse_entry
 
-__all__ = ["PROBES", "Probe", "ProbeResult", "Trace", "Window", "register_probe"]
+__all__ = [
+    "PROBES",
+    "Probe",
+    "ProbeResult",
+    "ProbeSettings",
+    "Trace",
+    "Window",
+    "entry_name",
+    "make_probe",
+    "make_probes",
+    "parse_entry",
+    "register_probe",
+]

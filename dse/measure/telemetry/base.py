@@ -14,6 +14,10 @@ Life cycle (one thread drives a probe; its sampler thread is private):
 ``read()`` must be cheap and must not raise for a sensor that ``available()`` accepted; a reading
 that fails mid-window may return NaN for that channel. Probes read sysfs relative to ``root`` so
 tests can point them at fixture trees in the real layouts.
+
+Settings: each probe declares what a device profile may set on it in ``settings_model``, a
+:class:`ProbeSettings` subclass whose fields are keyword arguments of the probe's constructor, with
+the same defaults. Parameters only tests need (``root``, a stand-in sensor library) stay out of it.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
 
 
 @dataclass
@@ -67,6 +73,23 @@ class ProbeResult:
     missing: dict[str, str] = field(default_factory=dict)
 
 
+def interval_setting(default: float) -> Any:
+    """The ``interval_s`` field of a probe's settings, with the probe's own default."""
+    return Field(default=default, gt=0, description="Seconds between two readings.")
+
+
+class ProbeSettings(BaseModel):
+    """What a device profile may set on a probe (``telemetry: [{name: {setting: value}}]``).
+
+    A probe's subclass adds its own fields; each is a keyword argument of the probe's constructor
+    and carries the constructor's default (a test holds every probe to that).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    interval_s: float = interval_setting(0.01)
+
+
 class Probe(abc.ABC):
     """A telemetry source; see the module docstring for its life cycle."""
 
@@ -75,6 +98,8 @@ class Probe(abc.ABC):
     provides: tuple[str, ...] = ()
     #: Units of the channels ``read()`` returns.
     units: ClassVar[dict[str, str]] = {}
+    #: What a device profile may set on this probe: keyword arguments of its constructor.
+    settings_model: ClassVar[type[ProbeSettings]] = ProbeSettings
 
     def __init__(self, interval_s: float = 0.01) -> None:
         self.interval_s = interval_s
@@ -127,7 +152,7 @@ class Probe(abc.ABC):
             self._sample()
 
 
-PROBES: dict[str, Callable[[], Probe]] = {}
+PROBES: dict[str, type[Probe]] = {}
 
 
 def register_probe(name: str) -> Callable[[type[Probe]], type[Probe]]:

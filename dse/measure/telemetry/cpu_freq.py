@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from dse.measure.telemetry.base import ProbeResult, Trace, Window, register_probe
+from dse.measure.telemetry.base import (
+    ProbeResult,
+    ProbeSettings,
+    Trace,
+    Window,
+    interval_setting,
+    register_probe,
+)
 from dse.measure.telemetry.cpu_sysfs import SysfsError, SysfsProbe, numbered, read_int, read_or_nan
 from dse.measure.telemetry.derived import TelemetryGapError, bracketing_rows, clock_drop_pct
 
@@ -27,6 +34,10 @@ MAXIMUM = "cpuinfo_max_freq"
 class _Cpu:
     name: str  # ``cpu0``; channels are named after it
     folder: Path  # its cpufreq folder
+
+
+class CpufreqSettings(ProbeSettings):
+    interval_s: float = interval_setting(0.1)
 
 
 @register_probe("cpufreq")
@@ -44,6 +55,7 @@ class CpufreqProbe(SysfsProbe[_Cpu]):
     name = "cpufreq"
     provides = ("clock_drop_pct",)
     units: ClassVar[dict[str, str]] = {}
+    settings_model = CpufreqSettings
 
     def __init__(self, root: Path = Path("/"), interval_s: float = 0.1) -> None:
         super().__init__(root, interval_s)

@@ -25,7 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from dse.measure.telemetry.base import ProbeResult, Trace, Window, register_probe
+from dse.measure.telemetry.base import (
+    ProbeResult,
+    ProbeSettings,
+    Trace,
+    Window,
+    interval_setting,
+    register_probe,
+)
 from dse.measure.telemetry.cpu_sysfs import SysfsError, SysfsProbe, numbered, read_int, read_or_nan, read_text
 from dse.measure.telemetry.derived import TelemetryGapError, counter_delta, energy_metrics, window_indices
 
@@ -43,6 +50,10 @@ class _Package:
     wrap_uj: float
 
 
+class RaplSettings(ProbeSettings):
+    interval_s: float = interval_setting(1.0)
+
+
 @register_probe("rapl")
 class RaplProbe(SysfsProbe[_Package]):
     """Energy of every CPU package over the window, from RAPL's cumulative counters.
@@ -57,6 +68,7 @@ class RaplProbe(SysfsProbe[_Package]):
     name = "rapl"
     provides = ("energy_per_inference_mj", "power_mean_w")
     units: ClassVar[dict[str, str]] = {}
+    settings_model = RaplSettings
 
     def __init__(self, root: Path = Path("/"), interval_s: float = 1.0) -> None:
         # One reading a second is plenty to see every wrap, and keeps the sampler thread (which

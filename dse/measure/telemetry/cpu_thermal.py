@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from dse.measure.telemetry.base import ProbeResult, Trace, Window, register_probe
+from pydantic import Field, field_validator
+
+from dse.measure.telemetry.base import (
+    ProbeResult,
+    ProbeSettings,
+    Trace,
+    Window,
+    interval_setting,
+    register_probe,
+)
 from dse.measure.telemetry.cpu_sysfs import SysfsError, SysfsProbe, numbered, read_int, read_or_nan, read_text
 from dse.measure.telemetry.derived import TelemetryGapError, bracketing_rows
 
@@ -27,29 +36,57 @@ class _Zone:
     temp: Path
 
 
+def zone_pattern(zones: list[str] | None) -> re.Pattern[str] | None:
+    """One pattern a zone type must match in whole to be read: any of ``zones``, each a regular
+    expression (a plain type such as ``x86_pkg_temp`` matches itself); None reads every zone."""
+    if zones is None:
+        return None
+    for index, zone in enumerate(zones):
+        try:
+            re.compile(zone)
+        except re.error as exc:
+            raise ValueError(f"zones[{index}] must be a zone type or a regular expression, got "
+                             f"{zone!r}: {exc}") from None
+    return re.compile("|".join(f"(?:{zone})" for zone in zones))
+
+
+class ThermalZonesSettings(ProbeSettings):
+    interval_s: float = interval_setting(0.5)
+    zones: list[str] | None = Field(
+        default=None, min_length=1,
+        description="Zone types to read (as in /sys/class/thermal/thermal_zone*/type, e.g. "
+                    "x86_pkg_temp, cpu-thermal), each a regular expression the whole type must "
+                    "match; none: every zone.")
+
+    @field_validator("zones")
+    @classmethod
+    def _patterns_compile(cls, zones: list[str] | None) -> list[str] | None:
+        zone_pattern(zones)
+        return zones
+
+
 @register_probe("thermal_zones")
 class ThermalZonesProbe(SysfsProbe[_Zone]):
     """Temperatures of the thermal zones; ``temperature_peak_c`` is the highest over zones and
     readings in the window.
 
-    ``zone_types`` is a regular expression the whole zone type must match (``x86_pkg_temp`` or
-    ``x86_pkg_temp|acpitz``); None takes every zone. Channels ``thermal_zoneN:<type>``, in °C.
+    ``zones`` lists the zone types to read, each a regular expression the whole type must match
+    (``["x86_pkg_temp", "acpi.*"]``); None takes every zone. Channels ``thermal_zoneN:<type>``,
+    in °C.
     """
 
     name = "thermal_zones"
     provides = ("temperature_peak_c",)
     units: ClassVar[dict[str, str]] = {}
+    settings_model = ThermalZonesSettings
 
     def __init__(self, root: Path = Path("/"), interval_s: float = 0.5,
-                 zone_types: str | None = None) -> None:
+                 zones: list[str] | None = None) -> None:
         # Temperatures move over seconds, and an ACPI zone's read can take milliseconds of
         # firmware time, so a slow interval loses nothing and disturbs the measurement less.
         super().__init__(root, interval_s)
-        try:
-            self._type_pattern = None if zone_types is None else re.compile(zone_types)
-        except re.error as exc:
-            raise ValueError(f"zone_types must be a regular expression, got {zone_types!r}: "
-                             f"{exc}") from exc
+        self.zones = zones
+        self._type_pattern = zone_pattern(zones)
 
     def channel_units(self) -> dict[str, str]:
         return {zone.channel: "°C" for zone in self.sources()}
@@ -87,6 +124,6 @@ class ThermalZonesProbe(SysfsProbe[_Zone]):
             return zones
         if unreadable:
             raise SysfsError(f"no readable thermal zone under {base}: {'; '.join(unreadable)}")
-        assert self._type_pattern is not None  # every zone was readable, so all were filtered out
-        raise SysfsError(f"no thermal zone under {base} has a type matching "
-                         f"{self._type_pattern.pattern!r} (types: {', '.join(other_types)})")
+        assert self.zones is not None  # every zone was readable, so all were filtered out
+        raise SysfsError(f"no thermal zone under {base} has a type matching {self.zones} "
+                         f"(types: {', '.join(other_types)})")

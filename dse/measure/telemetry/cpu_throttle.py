@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from dse.measure.telemetry.base import ProbeResult, Trace, Window, register_probe
+from dse.measure.telemetry.base import (
+    ProbeResult,
+    ProbeSettings,
+    Trace,
+    Window,
+    interval_setting,
+    register_probe,
+)
 from dse.measure.telemetry.cpu_sysfs import SysfsError, SysfsProbe, numbered, read_int, read_or_nan
 from dse.measure.telemetry.derived import TelemetryGapError, counter_delta, window_indices
 
@@ -29,6 +36,10 @@ COUNTS_ONLY = "kernel reports throttle event counts but not time"
 class _Counter:
     channel: str  # ``cpu0/core_throttle_count``
     path: Path
+
+
+class CpuThrottleSettings(ProbeSettings):
+    interval_s: float = interval_setting(1.0)
 
 
 @register_probe("cpu_throttle")
@@ -47,6 +58,7 @@ class CpuThrottleProbe(SysfsProbe[_Counter]):
     name = "cpu_throttle"
     provides = ("throttled_fraction",)
     units: ClassVar[dict[str, str]] = {}
+    settings_model = CpuThrottleSettings
 
     def __init__(self, root: Path = Path("/"), interval_s: float = 1.0) -> None:
         # Cumulative counters: only the readings bracketing the window matter.

@@ -9,7 +9,24 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from dse.measure.telemetry.base import Probe, ProbeResult, Trace, Window, register_probe
+from pydantic import Field
+
+from dse.measure.telemetry.base import (
+    Probe,
+    ProbeResult,
+    ProbeSettings,
+    Trace,
+    Window,
+    interval_setting,
+    register_probe,
+)
+
+
+class CudaMemorySettings(ProbeSettings):
+    interval_s: float = interval_setting(0.01)
+    device: int | None = Field(
+        default=None, ge=0,
+        description="torch CUDA device index (among the visible devices); none: the current one.")
 
 
 @register_probe("cuda_memory")
@@ -19,6 +36,7 @@ class CudaMemoryProbe(Probe):
     name = "cuda_memory"
     provides = ("cuda_allocated_peak_mb",)
     units: ClassVar[dict[str, str]] = {"allocated_mb": "MB", "allocated_peak_mb": "MB"}
+    settings_model = CudaMemorySettings
 
     def __init__(self, device: int | None = None, interval_s: float = 0.01) -> None:
         super().__init__(interval_s)

@@ -26,7 +26,15 @@ import re
 from pathlib import Path
 from typing import ClassVar
 
-from dse.measure.telemetry.base import Probe, ProbeResult, Trace, Window, register_probe
+from dse.measure.telemetry.base import (
+    Probe,
+    ProbeResult,
+    ProbeSettings,
+    Trace,
+    Window,
+    interval_setting,
+    register_probe,
+)
 from dse.measure.telemetry.derived import TelemetryGapError, clock_drop_pct
 from dse.measure.telemetry.jetson import peak_temperature, read_number, read_text
 
@@ -44,6 +52,10 @@ def _first_readable(paths: list[Path]) -> Path | None:
     return next((p for p in paths if not math.isnan(read_number(p))), None)
 
 
+class JetsonClocksSettings(ProbeSettings):
+    interval_s: float = interval_setting(0.1)
+
+
 @register_probe("jetson_clocks")
 class JetsonClocksProbe(Probe):
     """Channels ``cpu<N>.mhz``/``cpu<N>.max_mhz``, ``gpu.mhz``/``gpu.max_mhz``, ``emc.mhz`` and
@@ -52,6 +64,7 @@ class JetsonClocksProbe(Probe):
     name = "jetson_clocks"
     provides = ("clock_drop_pct", "temperature_peak_c")
     units: ClassVar[dict[str, str]] = {"gpu.mhz": "MHz", "gpu.max_mhz": "MHz", "emc.mhz": "MHz"}
+    settings_model = JetsonClocksSettings
 
     def __init__(self, root: Path = Path("/"), interval_s: float = 0.1) -> None:
         super().__init__(interval_s)

@@ -13,7 +13,8 @@ Two sysfs layouts exist (paths relative to ``root``):
 
 The board power is chosen by :func:`~dse.measure.telemetry.jetson.board_rails`: the module-input
 rail (VDD_IN on Orin Nano/NX and Xavier NX, POM_5V_IN on Nano) when there is one, else the sum of all
-connected rails (AGX Xavier, AGX Orin); :attr:`JetsonPowerProbe.total_source` says which.
+connected rails (AGX Xavier, AGX Orin); a profile may name the rails to sum instead (setting
+``rails``). :attr:`JetsonPowerProbe.total_source` says which.
 
 Over-current counters: on Orin (L4T r35/r36) the SoC's over-current throttling counts its events in
 ``sys/class/hwmon/hwmon*/oc<N>_event_cnt`` (the hwmon named ``soctherm_oc``). They are not metrics;
@@ -27,7 +28,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from dse.measure.telemetry.base import Probe, ProbeResult, Trace, Window, register_probe
+from pydantic import Field
+
+from dse.measure.telemetry.base import (
+    Probe,
+    ProbeResult,
+    ProbeSettings,
+    Trace,
+    Window,
+    interval_setting,
+    register_probe,
+)
 from dse.measure.telemetry.jetson import NOT_CONNECTED, board_rails, power_result, read_number, read_text
 
 TOTAL = "power.total"
@@ -126,30 +137,57 @@ def overcurrent_events(trace: Trace) -> dict[str, int]:
     return events
 
 
+class JetsonPowerSettings(ProbeSettings):
+    interval_s: float = interval_setting(0.05)
+    rails: list[str] | None = Field(
+        default=None, min_length=1,
+        description="INA3221 rails whose sum is the power figure (e.g. [VDD_GPU_SOC] for the GPU "
+                    "and SoC alone); none: the module-input rail (VDD_IN, POM_5V_IN) where the "
+                    "board has one, else every connected rail.")
+
+
+def _chosen_rails(found: list[str], chosen: list[str] | None) -> tuple[list[str], str, str | None]:
+    """The rails summed into the board power, a sentence saying which (for provenance), and why
+    the sum cannot be made (a named rail this board lacks), or None."""
+    if chosen is None:
+        return (*board_rails(found), None)
+    source = f"{'rail' if len(chosen) == 1 else 'sum of rails'} {', '.join(chosen)} (set in the profile)"
+    unknown = [name for name in chosen if name not in found]
+    if unknown:
+        return [], source, (f"rail(s) {', '.join(unknown)} named in the profile not found; this "
+                            f"board has: {', '.join(found) or 'none'}")
+    return list(chosen), source, None
+
+
 @register_probe("jetson_power")
 class JetsonPowerProbe(Probe):
     """Per-rail power (``power.<rail>``, W) and board power (``power.total``, W) of a Jetson.
 
     Summarizes to ``energy_per_inference_mj`` (the board power integrated over the readings that
     bracket the window, per inference) and ``power_mean_w`` (that energy over those readings' span).
+    ``rails`` names the rails to sum instead of the board's own choice (see the module docstring).
     """
 
     name = "jetson_power"
     provides = ("power_mean_w", "energy_per_inference_mj")
     units: ClassVar[dict[str, str]] = {TOTAL: "W"}
+    settings_model = JetsonPowerSettings
 
-    def __init__(self, root: Path = Path("/"), interval_s: float = 0.05) -> None:
+    def __init__(self, root: Path = Path("/"), interval_s: float = 0.05,
+                 rails: list[str] | None = None) -> None:
         super().__init__(interval_s)
         self.root = root
         self.rails = find_rails(root)
         self._readable = [r for r in self.rails if r.problem is None]
-        total_names, self.total_source = board_rails([r.name for r in self.rails])
+        total_names, self.total_source, unknown = _chosen_rails([r.name for r in self.rails], rails)
         self._total = [r for r in self.rails if r.name in total_names]
         problems = [r.problem for r in self._total if r.problem is not None]
         self._total_problem = (f"{problems[0]}; board power ({self.total_source}) unknown"
                                if problems else None)
-        if not self._total:
+        if not self.rails:
             self._total_problem = "no INA3221 rail found (not a Jetson?)"
+        elif unknown is not None:
+            self._total_problem = unknown
         self._overcurrent = _overcurrent_files(root)
 
     def available(self) -> tuple[bool, str]:

@@ -5,7 +5,19 @@ from __future__ import annotations
 import os
 from typing import ClassVar
 
-from dse.measure.telemetry.base import Probe, ProbeResult, Trace, Window, register_probe
+from dse.measure.telemetry.base import (
+    Probe,
+    ProbeResult,
+    ProbeSettings,
+    Trace,
+    Window,
+    interval_setting,
+    register_probe,
+)
+
+
+class ProcessMemorySettings(ProbeSettings):
+    interval_s: float = interval_setting(0.005)
 
 
 @register_probe("process_memory")
@@ -15,6 +27,7 @@ class ProcessMemoryProbe(Probe):
     name = "process_memory"
     provides = ("memory_peak_mb",)
     units: ClassVar[dict[str, str]] = {"rss_mb": "MB"}
+    settings_model = ProcessMemorySettings
 
     def __init__(self, interval_s: float = 0.005) -> None:
         super().__init__(interval_s)

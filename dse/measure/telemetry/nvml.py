@@ -21,7 +21,17 @@ from collections.abc import Callable, Sequence
 from itertools import pairwise
 from typing import Any, ClassVar
 
-from dse.measure.telemetry.base import Probe, ProbeResult, Trace, Window, register_probe
+from pydantic import Field
+
+from dse.measure.telemetry.base import (
+    Probe,
+    ProbeResult,
+    ProbeSettings,
+    Trace,
+    Window,
+    interval_setting,
+    register_probe,
+)
 from dse.measure.telemetry.derived import (
     TelemetryGapError,
     clock_drop_pct,
@@ -40,6 +50,14 @@ from dse.measure.telemetry.nvml_throttle import decode_clock_event_reasons, thro
 MIN_COUNTER_CHANGES = 3
 
 _ENERGY_METRICS = ("power_mean_w", "energy_per_inference_mj")
+
+
+class NvmlSettings(ProbeSettings):
+    interval_s: float = interval_setting(0.02)
+    index: int | None = Field(
+        default=None, ge=0,
+        description="NVML index of the GPU to watch (PCI bus order, as nvidia-smi numbers them); "
+                    "none: the first GPU in CUDA_VISIBLE_DEVICES.")
 
 
 @register_probe("nvml")
@@ -69,6 +87,7 @@ class NvmlProbe(Probe):
         "clock_event_reasons": "bitmask",
         "memory_used_mb": "MB",
     }
+    settings_model = NvmlSettings
 
     def __init__(self, index: int | None = None, interval_s: float = 0.02, *, nvml: Any = None) -> None:
         super().__init__(interval_s)

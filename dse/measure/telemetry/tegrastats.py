@@ -29,8 +29,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, ClassVar
 
+from pydantic import Field
+
 from dse.exceptions import MeasurementError
-from dse.measure.telemetry.base import Probe, ProbeResult, Trace, Window, register_probe
+from dse.measure.telemetry.base import (
+    Probe,
+    ProbeResult,
+    ProbeSettings,
+    Trace,
+    Window,
+    interval_setting,
+    register_probe,
+)
 from dse.measure.telemetry.jetson import board_rails, is_real_temperature, peak_temperature, power_result
 
 TOTAL = "power.total"
@@ -144,6 +154,13 @@ def channel_unit(channel: str) -> str:
                                                          "used_mb": "MB"}[rest]
 
 
+class TegrastatsSettings(ProbeSettings):
+    interval_s: float = interval_setting(0.1)
+    executable: Path | None = Field(
+        default=None,
+        description="Path of the tegrastats program; none: looked up in PATH.")
+
+
 @register_probe("tegrastats")
 class TegrastatsProbe(Probe):
     """Runs ``tegrastats --interval <ms>`` from ``start()`` to ``stop()``; one reading per line,
@@ -155,6 +172,7 @@ class TegrastatsProbe(Probe):
     name = "tegrastats"
     provides = ("power_mean_w", "energy_per_inference_mj", "temperature_peak_c")
     units: ClassVar[dict[str, str]] = {}
+    settings_model = TegrastatsSettings
 
     def __init__(self, root: Path = Path("/"), interval_s: float = 0.1,
                  executable: Path | None = None) -> None:

@@ -131,9 +131,12 @@ def _front_table(front: pd.DataFrame, objectives: list[str]) -> object:
         return " ".join(f"{c.removeprefix(PARAM_PREFIX)}={_value(row[c])}" for c in free
                         if not pd.isna(row[c]))
 
+    # The device column only when the front spans several devices: a terminal table is narrow.
+    several = bool(len(front)) and front["device"].nunique() > 1
     table = Table(title=f"Pareto front ({len(front)} points)")
     table.add_column("trial", justify="right")
-    table.add_column("device")
+    if several:
+        table.add_column("device")
     if deployed:
         table.add_column("runtime")
         table.add_column("batch", justify="right")
@@ -144,7 +147,7 @@ def _front_table(front: pd.DataFrame, objectives: list[str]) -> object:
     for name in objectives:
         table.add_column(metric_column(name), justify="right", overflow="fold")
     for _, row in front.iterrows():
-        cells = [str(row["trial"]), str(row["device"])]
+        cells = [str(row["trial"]), *([str(row["device"])] if several else [])]
         if deployed:
             cells += [f"{row['param.backend']}/{row['param.precision']}",
                       str(row["param.batch_size"]), joined(row, "param.arch."),

@@ -19,7 +19,13 @@ from dse.report.info import (
 )
 from dse.report.page import Section, message_html, page_html, table_html
 from dse.report.render import figure_html, parallel_figure, scatter_figure
-from dse.report.summary import SummaryInfo, TableInfo, front_table_info, summary_info
+from dse.report.summary import (
+    SummaryInfo,
+    TableInfo,
+    front_table_info,
+    portable_table_info,
+    summary_info,
+)
 from dse.results import (
     atomic_write_text,
     front_frame,
@@ -37,6 +43,7 @@ class DashboardInfo(NamedTuple):
     scatter: ParetoScatterInfo
     parallel: ParallelCoordinatesInfo
     front: TableInfo
+    portable: TableInfo | None  # None for a single-device campaign
 
 
 def dashboard_info(study: optuna.Study | Sequence[optuna.Study]) -> DashboardInfo:
@@ -52,6 +59,8 @@ def dashboard_info(study: optuna.Study | Sequence[optuna.Study]) -> DashboardInf
         scatter=pareto_scatter_info(trials, objectives),
         parallel=parallel_coordinates_info(trials, objectives),
         front=front_table_info(front_frame(trials, objectives), objectives),
+        portable=portable_table_info(front_frame(trials, objectives))
+        if trials["device"].nunique() > 1 else None,
     )
 
 
@@ -75,6 +84,9 @@ def dashboard_html(info: DashboardInfo, title: str | None = None) -> str:
             body += "\n" + message_html(note, kind="note")
         sections.append(Section(heading, body))
     sections.append(Section("Configurations on the front", table_html(info.front)))
+    if info.portable is not None:
+        sections.append(Section("Portable front: architectures on several devices' fronts",
+                                table_html(info.portable)))
     return page_html(title or f"{info.summary.campaign} — dse dashboard", info.summary, sections)
 
 

@@ -9,7 +9,14 @@ import pandas as pd
 
 from dse.metrics import find_metric
 from dse.report.values import label
-from dse.results import PARAM_PREFIX, metric_column, metric_columns, outcomes, param_columns
+from dse.results import (
+    PARAM_PREFIX,
+    metric_column,
+    metric_columns,
+    outcomes,
+    param_columns,
+    portable_front,
+)
 
 # Usual outcomes first, in the order a reader expects them; anything else after, by name.
 _STATUS_ORDER = ("ok", "infeasible", "failed", "running", "waiting")
@@ -56,6 +63,16 @@ def summary_info(trials: pd.DataFrame, campaign: str, objectives: Sequence[str],
 
 def _stamp(moment: pd.Timestamp) -> str:
     return moment.isoformat(sep=" ", timespec="seconds")
+
+
+def portable_table_info(front: pd.DataFrame) -> TableInfo:
+    """The architectures on more than one device's front (``dse.results.portable_front``)."""
+    portable = portable_front(front)
+    if portable.empty:
+        return TableInfo([], [], "no architecture is on the front of more than one device (yet)")
+    headings = [str(c).removeprefix(PARAM_PREFIX) for c in portable.columns]
+    rows = [[label(value) for value in row] for row in portable.itertuples(index=False)]
+    return TableInfo(headings, rows, None)
 
 
 def front_table_info(front: pd.DataFrame, objectives: Sequence[str]) -> TableInfo:

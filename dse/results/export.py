@@ -11,24 +11,30 @@ import optuna
 from dse.atomic import atomic_write
 from dse.exceptions import DseError
 from dse.results.baseline import baseline_ids, relative_to_baseline
-from dse.results.table import front_frame, trials_frame
+from dse.results.table import front_frame, portable_front, trials_frame
 
 STUDY_FILE = "study.db"
 TRIALS_FILE = "trials.parquet"
 PARETO_FILE = "pareto.csv"
+PORTABLE_FILE = "portable.csv"
 
 
 def write_results(study: optuna.Study | Sequence[optuna.Study], run_dir: Path,
                   objectives: Sequence[str]) -> tuple[Path, Path]:
     """Write every trial to ``run_dir/trials.parquet`` and the feasible Pareto front over
-    ``objectives`` to ``run_dir/pareto.csv``; returns both paths. Each file is replaced atomically,
-    so a dashboard or notebook reading them during a run never sees a partial file."""
+    ``objectives`` to ``run_dir/pareto.csv`` (per device); returns both paths. A campaign of
+    several devices also gets ``run_dir/portable.csv``: the architectures on more than one
+    device's front. Each file is replaced atomically, so a dashboard or notebook reading them
+    during a run never sees a partial file."""
     # Each objective also relative to the device's baseline (when the campaign has one).
     trials = relative_to_baseline(trials_frame(study), objectives, baseline_ids(study))
     front = front_frame(trials, objectives)
     parquet = atomic_write(run_dir / TRIALS_FILE,
                            lambda tmp: trials.to_parquet(tmp, engine="pyarrow", index=False))
     csv = atomic_write(run_dir / PARETO_FILE, lambda tmp: front.to_csv(tmp, index=False))
+    if trials["device"].nunique() > 1:
+        portable = portable_front(front)
+        atomic_write(run_dir / PORTABLE_FILE, lambda tmp: portable.to_csv(tmp, index=False))
     return parquet, csv
 
 

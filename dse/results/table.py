@@ -234,3 +234,33 @@ def _metric_series(name: str, rows: Sequence[_Row]) -> pd.Series:
             raise ValueError(f"trial {row.trial.number}: metric {name!r} must be a number, "
                              f"but got {value!r}")
     return pd.Series(floats, dtype="float64")
+
+
+def portable_front(front: pd.DataFrame) -> pd.DataFrame:
+    """The architectures on the front of more than one device (``front``: a per-device front,
+    as :func:`front_frame` gives), one row each: its ``param.arch.*`` values (or, for a space of
+    free parameters, every ``param.*`` value), the devices, how many, and the trials there.
+
+    An architecture portable across devices may be deployed differently on each (another
+    precision, runtime or batch size); what is compared is the model itself.
+    """
+    arch = [c for c in front.columns if c.startswith(PARAM_PREFIX + "arch.")]
+    keys = arch or [c for c in front.columns if c.startswith(PARAM_PREFIX)
+                    and c not in (PARAM_PREFIX + "batch_size", PARAM_PREFIX + "backend",
+                                  PARAM_PREFIX + "precision", PARAM_PREFIX + "family")
+                    and not c.startswith(PARAM_PREFIX + "knob.")]
+    columns = [*keys, "devices", "device_count", "trials"]
+    if front.empty or not keys or front["device"].nunique() < 2:
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
+    rows = []
+    for values, group in front.groupby(keys, dropna=False, sort=True):
+        devices = sorted(group["device"].dropna().astype(str).unique())
+        if len(devices) < 2:
+            continue
+        values = values if isinstance(values, tuple) else (values,)
+        trials = ", ".join(f"{d}#{int(t)}" for d, t in sorted(zip(group["device"].astype(str),
+                                                                  group["trial"], strict=True)))
+        rows.append([*values, ", ".join(devices), len(devices), trials])
+    frame = pd.DataFrame(rows, columns=columns)
+    return frame.sort_values(["device_count", *keys], ascending=[False, *[True] * len(keys)],
+                             kind="mergesort").reset_index(drop=True)

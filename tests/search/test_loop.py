@@ -149,4 +149,8 @@ def test_a_two_device_campaign_runs_one_study_per_profile_and_reports_both(
     assert set(front["device"]) == {"local-cpu", SECOND_CPU_NAME}
     written = pd.read_csv(result.run_dir / "pareto.csv")
     assert len(written) == len(front)
+    portable = pd.read_csv(result.run_dir / "portable.csv")
+    assert {"devices", "device_count", "trials"} <= set(portable.columns)
+    assert (portable["device_count"] >= 2).all()
     assert result.dashboard is not None and result.dashboard.is_file()
+    assert "Portable front" in result.dashboard.read_text()

@@ -20,8 +20,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import numbers
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +36,7 @@ from dse.backends.ort import (
 )
 from dse.backends.ort_placement import TENSORRT_PROVIDER
 from dse.backends.registry import register_backend
+from dse.build.fingerprint import device_cache_root
 from dse.candidate import stable_hash
 from dse.exceptions import BuildError
 
@@ -47,9 +46,6 @@ if TYPE_CHECKING:
 
 CUDA_PROVIDER = "CUDAExecutionProvider"
 DEVICE_ID = "0"
-# Where device-specific build products go; the device worker sets it to a folder on the device's
-# host that outlives the process. Unset: a folder under the system's temporary directory.
-CACHE_ENV = "DSE_DEVICE_CACHE"
 CUDNN_ALGO_SEARCHES = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")
 # TensorRT's builder optimization levels; 3 is TensorRT's default.
 TRT_OPTIMIZATION_LEVELS = range(6)
@@ -67,12 +63,6 @@ _GPU_LIBRARIES = {
     TENSORRT_PROVIDER: "the TensorRT libraries (libnvinfer) this onnxruntime-gpu was built for, "
                        "plus CUDA and cuDNN, and a visible GPU",
 }
-
-
-def device_cache_root() -> Path:
-    """``$DSE_DEVICE_CACHE``, else ``<temp dir>/dse-device-cache``."""
-    configured = os.environ.get(CACHE_ENV)
-    return Path(configured) if configured else Path(tempfile.gettempdir()) / "dse-device-cache"
 
 
 def tensorrt_cache_dir(root: Path | None = None) -> Path:

@@ -4,12 +4,9 @@ checks, cache keys and the cache folder. Pure functions, so they are tested with
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import numbers
-import os
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,6 +14,7 @@ from typing import Any
 
 from dse.backends.capabilities import CAPABILITIES
 from dse.backends.trt_version import TensorRTVersion
+from dse.build.fingerprint import device_cache_root
 from dse.exceptions import BuildError
 
 KNOBS = frozenset({"workspace_mb", "builder_optimization_level", "builder_threads", "tf32",
@@ -27,7 +25,6 @@ DEFAULT_OPTIMIZATION_LEVEL = 3
 OPTIMIZATION_LEVELS = range(0, 6)
 # The engine cache lives under $DSE_DEVICE_CACHE/trt-engines (the device worker sets the variable;
 # the ONNX Runtime TensorRT provider keeps its caches beside it, under the same variable).
-DEVICE_CACHE_ENV = "DSE_DEVICE_CACHE"
 ENGINE_SUBFOLDER = "trt-engines"
 # Bump when the way engines are built changes, so engines cached before are not reused.
 ENGINE_FORMAT_VERSION = 1
@@ -179,19 +176,8 @@ def profile_shapes_batch(batch_size: int) -> tuple[int, int, int]:
 
 
 def engine_cache_root(environ: Mapping[str, str] | None = None) -> Path:
-    """``$DSE_DEVICE_CACHE/trt-engines``, or a per-user folder in the temp dir when unset."""
-    base = (os.environ if environ is None else environ).get(DEVICE_CACHE_ENV, "")
-    root = Path(base).expanduser() if base else Path(tempfile.gettempdir()) / (
-        f"dse-device-cache-{_user()}")
-    return root / ENGINE_SUBFOLDER
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    # No login name (a container user with no passwd entry): the uid still separates users.
-    except (KeyError, OSError):
-        return str(os.getuid())
+    """``$DSE_DEVICE_CACHE/trt-engines``, or under a per-user folder in the temp dir when unset."""
+    return device_cache_root(environ) / ENGINE_SUBFOLDER
 
 
 def torch_dtype_name(trt_dtype: str) -> str:

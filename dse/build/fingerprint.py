@@ -10,12 +10,19 @@ devices that differ in what can be read never share a key.
 
 from __future__ import annotations
 
+import getpass
 import importlib.metadata
+import os
+import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from dse.candidate import stable_hash
 
 ABSENT = "absent"
+# Where device-side artifacts live: the device worker sets it to a folder of its cache that outlives
+# the process; every backend that builds device artifacts uses a subfolder of it.
+DEVICE_CACHE_ENV = "DSE_DEVICE_CACHE"
 # Distributions that ship TensorRT's Python bindings, newest naming first (the "tensorrt" meta
 # package pulls one of the CUDA-specific ones; JetPack installs "tensorrt" itself).
 _TENSORRT_DISTRIBUTIONS = ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu11")
@@ -52,20 +59,9 @@ def _gpu(device_index: int) -> dict[str, str]:
 
 
 def _driver() -> str:
-    try:
-        import pynvml
-    except ImportError:
-        return ABSENT
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return ABSENT
-    try:
-        return str(pynvml.nvmlSystemGetDriverVersion())
-    except pynvml.NVMLError:
-        return ABSENT
-    finally:
-        pynvml.nvmlShutdown()
+    from dse.measure.provenance import cuda_provenance
+
+    return cuda_provenance().get("nvidia_driver", ABSENT)
 
 
 def device_fingerprint(device_index: int = 0, root: Path = Path("/")) -> dict[str, str]:
@@ -83,3 +79,18 @@ def device_fingerprint(device_index: int = 0, root: Path = Path("/")) -> dict[st
 def fingerprint_id(fingerprint: dict[str, str]) -> str:
     """A short stable id of a fingerprint, for file names and provenance."""
     return stable_hash(fingerprint)[:16]
+
+
+def device_cache_root(environ: Mapping[str, str] | None = None) -> Path:
+    """``$DSE_DEVICE_CACHE``, or a per-user folder in the temp dir when it is unset."""
+    base = (os.environ if environ is None else environ).get(DEVICE_CACHE_ENV, "")
+    return Path(base).expanduser() if base else Path(tempfile.gettempdir()) / (
+        f"dse-device-cache-{_user()}")
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    # No login name (a container user with no passwd entry): the uid still separates users.
+    except (KeyError, OSError):
+        return str(os.getuid())

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dse.build.fingerprint import DEVICE_CACHE_ENV
 from dse.candidate import Candidate
 from dse.exceptions import BuildError, MeasurementError
 from dse.farm.isolation import NodeLock, Span, current_node_id
@@ -66,7 +67,7 @@ class DeviceWorker:
         self.cache_dir = Path(cache_dir)
         # Device-side artifacts (TensorRT engines, EP caches) live here, keyed by the device's
         # fingerprint; the backends read the folder from this variable.
-        os.environ["DSE_DEVICE_CACHE"] = str(self.cache_dir / "device")
+        os.environ[DEVICE_CACHE_ENV] = str(self.cache_dir / "device")
         self.probes: list[Probe] = make_probes(profile.telemetry)
         self.niceness = _normal_priority()
         self.node_id = current_node_id()

@@ -19,7 +19,7 @@ import pytest
 
 from dse.backends import Runner, get_backend
 from dse.backends.ort import SessionPlan, SessionSettings, compile_session
-from dse.backends.ort_gpu import CACHE_ENV, installed_onnxruntime, tensorrt_cache_dir
+from dse.backends.ort_gpu import installed_onnxruntime, tensorrt_cache_dir
 from dse.backends.ort_placement import (
     CPU_PROVIDER,
     TENSORRT_PROVIDER,
@@ -29,6 +29,7 @@ from dse.backends.ort_placement import (
     parse_profile,
 )
 from dse.build import Artifact
+from dse.build.fingerprint import DEVICE_CACHE_ENV as CACHE_ENV
 from dse.exceptions import BuildError
 from dse.quality.digits import DigitsSplit
 from dse.spec import HardwareProfile

@@ -17,7 +17,6 @@ from onnx import TensorProto, helper
 
 from dse.backends import BACKENDS, PROVENANCE_KEYS, get_backend
 from dse.backends.trt_settings import (
-    DEVICE_CACHE_ENV,
     ENGINE_SUBFOLDER,
     EngineSettings,
     check_compute_capability,
@@ -32,6 +31,7 @@ from dse.backends.trt_settings import (
 )
 from dse.backends.trt_version import import_tensorrt, parse_version
 from dse.build import Artifact, ArtifactCache
+from dse.build.fingerprint import DEVICE_CACHE_ENV
 from dse.exceptions import BuildError
 from dse.quality.digits import DigitsSplit
 from dse.spec import HardwareProfile

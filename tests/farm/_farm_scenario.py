@@ -93,7 +93,6 @@ def _remove_when_busy(cluster: object, doomed: object, dispatcher: object,
 
 
 def main(out: Path, trials: int) -> None:
-    import optuna
     import ray
     from ray.cluster_utils import Cluster
 
@@ -153,7 +152,6 @@ def main(out: Path, trials: int) -> None:
     out.write_text(json.dumps(log, indent=1))
     ray.shutdown()
     cluster.shutdown()
-    del optuna
 
 
 if __name__ == "__main__":

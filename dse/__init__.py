@@ -31,13 +31,18 @@ _API = {
     "ReplayEvaluator": "dse.search.evaluators",
     "DseError": "dse.exceptions",
     "SpecError": "dse.exceptions",
+    "DeployedModel": "dse.quality.user_evaluator",
+    "graph_stats": "dse.models.graph_stats",
+    "GraphStats": "dse.models.graph_stats",
 }
 
 __all__ = [
     "METRICS",
     "CampaignResult",
     "Candidate",
+    "DeployedModel",
     "DseError",
+    "GraphStats",
     "InfeasibleCandidate",
     "LatencyStats",
     "Measurement",
@@ -45,6 +50,7 @@ __all__ = [
     "ReplayEvaluator",
     "SpecError",
     "__version__",
+    "graph_stats",
     "hypervolume",
     "hypervolume_history",
     "load_experiment",
@@ -72,6 +78,8 @@ if TYPE_CHECKING:
     from dse.measure.stats import LatencyStats
     from dse.measurement import Measurement
     from dse.metrics import METRICS, MetricSpec
+    from dse.models.graph_stats import GraphStats, graph_stats
+    from dse.quality.user_evaluator import DeployedModel
     from dse.search.evaluators import InfeasibleCandidate, ReplayEvaluator
     from dse.search.pareto import (
         hypervolume,

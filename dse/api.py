@@ -19,49 +19,33 @@ from dse.spec import (
     load_model,
     read_yaml,
 )
-from dse.spec.loading import load_profile
+from dse.spec.loading import load_profile, load_search_space
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from dse.results.fidelity import ScreeningSummary
     from dse.search.loop import JobDispatcher
-    from dse.spec import HardwareProfile, ModelSpec
+    from dse.spec import HardwareProfile
     from dse.spec.loading import Evaluator
 
 
 def _check_space(path: Path, space: SearchSpace) -> list[str]:
-    """Checks that need the registries: arch parameter names and values, backend knob names."""
+    """Checks that need the registries: the model source, arch parameters, backend knob names."""
     from dse.backends import get_backend
+    from dse.models.checks import model_problems
 
-    problems = [] if space.model is None else _arch_problems(path, space.model)
     backends = {} if space.deployment is None else space.deployment.backends
+    problems = [] if space.model is None else model_problems(
+        path, space.model, backends=list(backends),
+        batch_sizes=[] if space.deployment is None else space.deployment.batch_sizes,
+        metrics=[o.metric for o in space.objectives] + [c.metric for c in space.constraints])
     for name, backend_spec in backends.items():
         allowed = get_backend(name).knobs
         problems.extend(
             f"{path}: deployment.backends.{name}.knobs.{knob}: unknown knob of {name}; "
             f"allowed: {', '.join(sorted(allowed))}"
             for knob in backend_spec.knobs if knob not in allowed)
-    return problems
-
-
-def _arch_problems(path: Path, model: ModelSpec) -> list[str]:
-    from dse.models import get_family
-    from dse.spec import RangeParam
-
-    family = get_family(model.family)
-    problems = []
-    for key, spec in model.arch.items():
-        where = f"{path}: model.arch.{key}"
-        if key not in family.arch_params:
-            problems.append(f"{where}: unknown parameter of family {family.name!r}; allowed: "
-                            f"{', '.join(sorted(family.arch_params))}")
-            continue
-        values = [spec.low, spec.high] if isinstance(spec, RangeParam) else list(spec)
-        for value in values:
-            try:
-                family.validate({key: value})
-            except ValueError as exc:
-                problems.append(f"{where}: {exc}")
     return problems
 
 
@@ -106,9 +90,10 @@ def validate_files(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
             elif kind == "hw_profile":
                 load_profile(path)
             else:
-                model = load_model(path, KINDS[kind])
-                if isinstance(model, SearchSpace):
-                    problems.extend(_check_space(path, model))
+                if kind == "search_space":
+                    problems.extend(_check_space(path, load_search_space(path)))
+                else:
+                    load_model(path, KINDS[kind])
         except SpecError as exc:
             problems.extend(exc.problems)
     return problems
@@ -132,6 +117,12 @@ class CampaignResult:
         from dse.results import load_campaign, trials_frame
 
         return trials_frame(load_campaign(self.run_dir))
+
+    def screening(self) -> ScreeningSummary | None:
+        """Trials screened out and device-seconds spent and saved (None with screening off)."""
+        from dse.results import screening_summary
+
+        return screening_summary(self.trials)
 
     def pareto(self) -> pd.DataFrame:
         """The feasible Pareto front over the campaign's objectives."""

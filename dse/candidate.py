@@ -24,7 +24,8 @@ class Candidate:
 
     A space of free parameters (measured by a custom evaluator or a replay table) may have no model
     (``family`` empty) or no deployment stack (``backend`` empty); its free parameters are
-    ``params``.
+    ``params``. ``family`` names the model's source (``cnn``, ``factory:pkg.mod:build``,
+    ``onnx:model.onnx``) and ``model`` holds that source's settings (``dse.models.sources``).
     """
 
     family: str = ""
@@ -35,11 +36,15 @@ class Candidate:
     knobs: dict[str, Any] = field(default_factory=dict)
     device_profile: str = "local-cpu"
     params: dict[str, Any] = field(default_factory=dict)
+    model: dict[str, Any] = field(default_factory=dict)
 
     @property
     def arch_id(self) -> str:
         """Hash of the model alone: trained weights, accuracy and exports are cached by it."""
-        return stable_hash({"family": self.family, "arch": self.arch})
+        model: dict[str, Any] = {"family": self.family, "arch": self.arch}
+        if self.model:  # only then, so a built-in family's ids stay what they were
+            model["model"] = self.model
+        return stable_hash(model)
 
     @property
     def candidate_id(self) -> str:
@@ -52,6 +57,8 @@ class Candidate:
         data = asdict(self)
         if not self.params:
             del data["params"]
+        if not self.model:
+            del data["model"]
         if not self.family:
             for key in ("family", "arch"):
                 del data[key]

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
+    from dse.api import CampaignResult
     from dse.farm.devices import DeviceInfo
     from dse.search.loop import TrialOutcome
 
@@ -83,6 +84,8 @@ def _describe(outcome: TrialOutcome) -> str:
     if outcome.status != "ok":
         return f"{head}: {outcome.status}: {outcome.reason[:80]}"
     reused = f" (reused #{outcome.reused_from})" if outcome.reused_from is not None else ""
+    if outcome.fidelity == "screen":
+        reused += " (screened out)"
     m = outcome.metrics
     if "accuracy" in m or "latency_p99_ms" in m or not m:
         return (f"{head}: acc {m.get('accuracy', float('nan')):.3f}, "
@@ -192,6 +195,29 @@ def run(experiment: Annotated[Path, typer.Argument(help="Campaign YAML (experime
         console.print(f"trials:    {result.run_dir / 'trials.parquet'}")
         console.print(f"front:     {result.run_dir / 'pareto.csv'}")
         console.print(f"dashboard: {result.dashboard}")
+        _print_search_extras(console, result)
+
+
+def _print_search_extras(console: Console, result: CampaignResult) -> None:
+    """What screening saved and what warm starts seeded, when the campaign used them."""
+    from dse.results import load_campaign
+
+    summary = result.screening()
+    if summary is not None:
+        console.print(
+            f"screening: {summary.screened_out} of {summary.screened_out + summary.fully_measured} "
+            f"measured trials screened out; device time {summary.screen_device_seconds:.1f} s "
+            f"screening + {summary.full_device_seconds:.1f} s full; saved ≈ "
+            f"{summary.device_seconds_saved_est:.1f} s (estimate: screened-out trials × median "
+            f"full protocol)")
+        console.print(f"screening: {result.run_dir / 'screening.json'}")
+    for study in load_campaign(result.run_dir):
+        plan = study.user_attrs.get("warm_start") or {}
+        if plan.get("source"):
+            console.print(
+                f"warm start: {study.study_name} seeded {len(plan.get('seeded_from_trials', []))} "
+                f"of {plan.get('front_size', 0)} front configurations of {plan['source']} "
+                f"({len(plan.get('skipped', []))} skipped)")
 
 
 @app.command("report")

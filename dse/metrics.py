@@ -103,6 +103,30 @@ METRICS: dict[str, MetricSpec] = _table(
                "How far the mean compute clock over the window sat below its maximum."),
     MetricSpec("model_size_mb", "MB", MIN, "Size of the deployed artifact on disk."),
     MetricSpec("params_m", "M", MIN, "Number of model parameters, in millions."),
+    MetricSpec("macs_m", "M", MIN,
+               "Multiply-accumulates per inferred sample, from the ONNX graph (conv, gemm, "
+               "matmul), in millions."),
+    MetricSpec("flops_m", "MFLOP", MIN,
+               "FLOPs per inferred sample, from the ONNX graph: 2 per MAC plus the elementwise, "
+               "normalisation and softmax work (dse.models.graph_stats)."),
+    MetricSpec("weight_mb", "MB", MIN,
+               "Bytes of the deployed graph's weights at their stored dtype."),
+    MetricSpec("activation_mb", "MB", MIN,
+               "Bytes of the intermediate tensors one call writes at the candidate's batch size."),
+    MetricSpec("arithmetic_intensity", "FLOP/B", MAX,
+               "FLOPs of one call per byte of its weights, activations, inputs and outputs."),
+    MetricSpec("proxy_naswot", "score", MAX,
+               "NASWOT (Mellor et al. 2021): log|det| of the untrained network's activation-code "
+               "kernel on 64 training samples; higher predicts better accuracy."),
+    MetricSpec("proxy_synflow", "log-score", MAX,
+               "Natural log of synflow (Tanaka et al. 2020) of the untrained, linearised network; "
+               "data-free."),
+    MetricSpec("proxy_grad_norm", "score", MAX,
+               "Sum of the weight gradients' L2 norms of the cross-entropy at initialisation, on "
+               "one minibatch of 64 training samples."),
+    MetricSpec("achieved_gflops", "GFLOP/s", MAX,
+               "Graph FLOPs of one call divided by its median latency: the rate the device "
+               "reached, for the roofline view."),
     MetricSpec("max_abs_error", "logit", MIN,
                "Largest absolute difference of the deployed runner's outputs from the fp32 torch "
                "reference on a fixed validation batch."),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ class Artifact:
     format: ArtifactFormat
     path: Path | None
     precision: str
-    input_shape: tuple[int, int, int]
+    input_shape: tuple[int, ...]
     size_bytes: int
     module: torch.nn.Module | None = None
 
@@ -71,18 +72,53 @@ def build_artifact(candidate: Candidate, trained: TrainedModel, cache: ArtifactC
     if artifact_format == "torch":
         return _torch_artifact(candidate, trained), 0.0
     fp32_path, seconds = _onnx_fp32(trained, cache)
+    return _lowered(candidate, fp32_path, seconds, trained.input_shape, cache, calibration)
+
+
+def build_file_artifact(candidate: Candidate, source: Path, sha256: str,
+                        input_shape: tuple[int, ...], cache: ArtifactCache,
+                        calibration: np.ndarray) -> tuple[Artifact, float]:
+    """The artifact of a candidate whose model is the user's ONNX file ``source`` (content hash
+    ``sha256``): the file itself at fp32, lowered like an exported model otherwise.
+
+    The file is copied into the cache under its hash first, so every lowering of it is keyed by
+    its content, not its name. Raises BuildError when the file changed since the campaign hashed
+    it, or for a torch backend.
+    """
+    if BACKEND_FORMATS.get(candidate.backend) != "onnx":
+        raise BuildError(f"an ONNX model file runs on the ONNX backends only, not "
+                         f"{candidate.backend!r}")
+    from dse.models.sources import file_sha256
+
+    try:
+        found = file_sha256(source)
+    except ValueError as exc:
+        raise BuildError(str(exc)) from None
+    if found != sha256:
+        raise BuildError(f"the ONNX model {source} changed since the campaign read it (sha256 "
+                         f"{found[:12]}, expected {sha256[:12]}); rerun the campaign")
+    def copy(path: Path) -> None:
+        shutil.copyfile(source, path)
+
+    fp32_path, seconds = _timed(cache, {"stage": "onnx-file", "sha256": sha256}, ".onnx", copy)
+    return _lowered(candidate, fp32_path, seconds, input_shape, cache, calibration)
+
+
+def _lowered(candidate: Candidate, fp32_path: Path, seconds: float, input_shape: tuple[int, ...],
+             cache: ArtifactCache, calibration: np.ndarray) -> tuple[Artifact, float]:
+    """The fp32 ONNX file at the candidate's precision, and the total build seconds."""
     if candidate.precision == "fp32":
-        return _onnx_artifact(fp32_path, "fp32", trained), seconds
+        return _onnx_artifact(fp32_path, "fp32", input_shape), seconds
     if candidate.precision == "int8":
         int8_path, int8_seconds = _onnx_int8(fp32_path, cache, calibration,
                                              symmetric=candidate.backend in SYMMETRIC_INT8)
-        return _onnx_artifact(int8_path, "int8", trained), seconds + int8_seconds
+        return _onnx_artifact(int8_path, "int8", input_shape), seconds + int8_seconds
     if candidate.precision in ("fp16", "bf16"):
         low_path, low_seconds = _onnx_float(fp32_path, cache, candidate.precision)
-        return _onnx_artifact(low_path, candidate.precision, trained), seconds + low_seconds
+        return _onnx_artifact(low_path, candidate.precision, input_shape), seconds + low_seconds
     if candidate.precision == "fp8":
         fp8_path, fp8_seconds = _onnx_fp8(fp32_path, cache, calibration)
-        return _onnx_artifact(fp8_path, "fp8", trained), seconds + fp8_seconds
+        return _onnx_artifact(fp8_path, "fp8", input_shape), seconds + fp8_seconds
     raise BuildError(f"no ONNX build for precision {candidate.precision!r}; known: fp32, fp16, "
                      f"bf16, int8, fp8")
 
@@ -111,8 +147,14 @@ def _torch_artifact(candidate: Candidate, trained: TrainedModel) -> Artifact:
                     buffer.getbuffer().nbytes, trained.module)
 
 
-def _onnx_artifact(path: Path, precision: str, trained: TrainedModel) -> Artifact:
-    return Artifact("onnx", path, precision, trained.input_shape, path.stat().st_size)
+def _onnx_artifact(path: Path, precision: str, input_shape: tuple[int, ...]) -> Artifact:
+    return Artifact("onnx", path, precision, input_shape, path.stat().st_size)
+
+
+def fp32_onnx(trained: TrainedModel, cache: ArtifactCache) -> tuple[Path, float]:
+    """The trained module's fp32 ONNX export (cached) and the seconds it took (0 on a hit): the
+    graph whose statistics describe the architecture whatever runtime deploys it."""
+    return _onnx_fp32(trained, cache)
 
 
 def _onnx_fp32(trained: TrainedModel, cache: ArtifactCache) -> tuple[Path, float]:

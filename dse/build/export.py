@@ -21,12 +21,12 @@ _TRACE_BATCH = 2
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def export_onnx(module: torch.nn.Module, input_shape: tuple[int, int, int], path: Path) -> None:
+def export_onnx(module: torch.nn.Module, input_shape: tuple[int, ...], path: Path) -> None:
     """Export ``module`` (in eval mode) to ``path`` with torch's dynamo exporter.
 
     Batch norms that follow a conv are folded into it first (on a copy; ``module`` is untouched).
 
-    The graph has one input ``input`` of shape (batch, C, H, W) and one output ``logits``; the
+    The graph has one input ``input`` of shape (batch, *input_shape) and one output ``logits``; the
     weights are stored inside the file (no external data), so the file alone is the artifact.
     Raises BuildError with the exporter's message on failure.
     """

@@ -74,12 +74,12 @@ def quantize_fp8(fp32_path: Path, out_path: Path, calibration: np.ndarray) -> No
     The weights of Conv, Gemm and MatMul are stored in float8 with one scale per output channel
     (max |w| / 448) behind a DequantizeLinear; the activations entering those ops pass a
     QuantizeLinear -> DequantizeLinear pair with one scale per tensor, max |x| / 448 over the
-    ``calibration`` images (N, C, H, W float). Biases, activation functions, residual adds and
+    ``calibration`` samples (N, *sample_shape, float). Biases, activation functions, residual adds and
     the outputs stay float32, as fp8 hardware accumulates and applies epilogues in higher
     precision. Models below opset 19 are raised to it. Raises BuildError on failure.
     """
-    if calibration.ndim != 4 or len(calibration) == 0:
-        raise BuildError(f"fp8 calibration needs a non-empty (N, C, H, W) array, got shape "
+    if calibration.ndim < 2 or len(calibration) == 0:
+        raise BuildError(f"fp8 calibration needs a non-empty (N, *sample_shape) array, got shape "
                          f"{calibration.shape}")
     images = np.ascontiguousarray(calibration, dtype=np.float32)
     with _build_step("fp8 quantization", fp32_path):

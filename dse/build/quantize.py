@@ -35,12 +35,12 @@ def quantize_int8(fp32_path: Path, out_path: Path, calibration: np.ndarray, *,
     asymmetric activation ranges, so that is the default.
 
     Weights are int8 per output channel, activations int8 per tensor with ranges from min/max
-    calibration over ``calibration`` (N, C, H, W float images, typically training images). The
+    calibration over ``calibration`` (N samples of the model's input, float; typically training data). The
     model is pre-processed first (shape inference and fusion), as ONNX Runtime recommends, so
     that fused Conv+BN layers get one scale instead of two. Raises BuildError on failure.
     """
-    if calibration.ndim != 4 or len(calibration) == 0:
-        raise BuildError(f"int8 calibration needs a non-empty (N, C, H, W) array, got shape "
+    if calibration.ndim < 2 or len(calibration) == 0:
+        raise BuildError(f"int8 calibration needs a non-empty (N, *sample_shape) array, got shape "
                          f"{calibration.shape}")
     images = np.ascontiguousarray(calibration, dtype=np.float32)
     from onnxruntime.quantization import (

@@ -1,8 +1,11 @@
-"""A toy custom evaluator: ZDT1, a classic two-objective test function, over free parameters.
+"""Example evaluators.
 
-It is a toy — a deterministic analytic function, not a measurement — for demos, tests and
-search-strategy research (``experiments/custom-evaluator.yaml``). ZDT1 (Zitzler, Deb and Thiele,
-2000) over parameters ``x1 .. xn`` in [0, 1]::
+:func:`digits_validation` is an accuracy evaluator (``model.evaluator``), handed the deployed model.
+:func:`zdt1` is a toy custom evaluator (the experiment's ``evaluator``): ZDT1, a classic
+two-objective test function, over free parameters. It is a toy — a deterministic analytic
+function, not a measurement — for demos, tests and search-strategy research
+(``experiments/custom-evaluator.yaml``). ZDT1 (Zitzler, Deb and Thiele, 2000) over parameters
+``x1 .. xn`` in [0, 1]::
 
     zdt_f1 = x1
     g      = 1 + 9 * mean(x2 .. xn)          (1 when n = 1)
@@ -21,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dse.candidate import Candidate
+from dse.quality.user_evaluator import DeployedModel
 
 
 def zdt1_values(params: Mapping[str, float]) -> dict[str, float]:
@@ -53,3 +57,18 @@ def write_zdt1_table(path: Path, grid: Mapping[str, Sequence[float]]) -> Path:
             values = zdt1_values(dict(zip(names, point, strict=True)))
             writer.writerow([*point, f"{values['zdt_f1']:.6g}", f"{values['zdt_f2']:.6g}"])
     return path
+
+
+def digits_validation(deployed: DeployedModel) -> dict[str, float]:
+    """An accuracy evaluator (``model.evaluator: dse.examples.evaluators:digits_validation``):
+    top-1 and top-3 accuracy of the deployed model on the digits test split — standing in for a
+    user's own validation set, which their evaluator would load instead."""
+    import numpy as np
+
+    from dse.quality.digits import load_digits_split
+
+    split = load_digits_split(seed=0)
+    logits = deployed.predict(split.x_test)
+    top3 = np.argsort(logits, axis=1)[:, -3:]
+    return {"accuracy": float(np.mean(logits.argmax(axis=1) == split.y_test)),
+            "top3_accuracy": float(np.mean((top3 == split.y_test[:, None]).any(axis=1)))}

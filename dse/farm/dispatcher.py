@@ -38,9 +38,40 @@ START_TIMEOUT_S = 120.0
 TICK_S = 0.5
 
 
+@dataclass(frozen=True)
+class FrontPoint:
+    """A point of a device's noise-aware front: its trial, and per objective the pessimistic end
+    of its measurement (the confidence interval's bad end, else the value), in metric units."""
+
+    trial: int
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Screening:
+    """Screen the candidate before its full measurement (multi-fidelity).
+
+    The worker times the candidate briefly (``target_rel_ci``, at most ``max_seconds``) and
+    stops there when even its optimistic objective vector is dominated by a point of ``front``
+    (a snapshot of the device's noise-aware front; an older one is weaker, so staleness only
+    costs savings). Optimistic per objective: the good end of the confidence interval where
+    ``ci`` names one (``(low metric, high metric, quantile)``), the exact value for what is known
+    before timing (accuracy, size), else the value made better by ``margin`` (a fraction).
+    """
+
+    objectives: tuple[str, ...]
+    maximize: tuple[bool, ...]
+    ci: tuple[tuple[str, str, float] | None, ...]
+    front: tuple[FrontPoint, ...]
+    target_rel_ci: float
+    max_seconds: float
+    margin: float
+
+
 @dataclass
 class Job:
-    """One candidate to measure; ``key`` is the caller's (the trial number)."""
+    """One candidate to measure; ``key`` is the caller's (the trial number). With ``screening``
+    the worker screens it first (see :class:`Screening`)."""
 
     key: int
     candidate: Candidate
@@ -48,6 +79,7 @@ class Job:
     measure: MeasureSpec
     timeout_s: float
     attempts: list[str] = field(default_factory=list)  # why earlier attempts ended
+    screening: Screening | None = None
 
 
 @dataclass
@@ -214,7 +246,10 @@ class Dispatcher:
                 device.job = job
                 device.state = "busy"
                 device.deadline = time.monotonic() + job.timeout_s
-                device.ref = device.actor.evaluate.remote(job.candidate, job.training, job.measure)
+                # Screening only when asked: a stand-in worker class need not know of it.
+                extra = () if job.screening is None else (job.screening,)
+                device.ref = device.actor.evaluate.remote(job.candidate, job.training,
+                                                          job.measure, *extra)
                 self._notify(device)
 
     def wait(self, timeout_s: float | None = None) -> list[Done]:

@@ -8,46 +8,79 @@ knobs, arch; only then are weights trained (or loaded) and the artifact built.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dse.backends import Runner, get_backend, supports_device
-from dse.build import ArtifactCache, build_artifact
+from dse.build import ArtifactCache, build_artifact, build_file_artifact
+from dse.build.artifact import fp32_onnx
 from dse.exceptions import BuildError
-from dse.models import get_family
+from dse.models.sources import FACTORY_PREFIX, is_onnx_source, load_function, model_source, source_dataset
 from dse.quality import (
+    PROXIES,
     fidelity_metrics,
-    load_digits_split,
+    initial_module,
     predict_batches,
+    proxy_scores,
     reference_logits,
     train_or_load,
 )
+from dse.quality.datasets import load_split, synthetic_inputs
+from dse.quality.user_evaluator import DeployedModel, run_user_evaluator
 
 if TYPE_CHECKING:
     from dse.backends import Backend
+    from dse.build import Artifact
     from dse.candidate import Candidate
+    from dse.models.sources import ModelSource
     from dse.spec import HardwareProfile, TrainingSpec
 
 CALIBRATION_IMAGES = 256
+# As the proxies' benchmark scored them (benchmarks/proxy_correlation.py).
+PROXY_SAMPLES = 64
 
 
 @dataclass
 class PreparedCandidate:
     """A candidate ready to be timed.
 
-    ``example`` is one input batch of the candidate's batch size, drawn from the test split.
-    ``metrics`` holds ``accuracy`` (of the deployed runner itself, on the held-out split: an int8
-    candidate reports what int8 computes), ``params_m``, ``model_size_mb``, ``build_seconds`` and
-    ``train_seconds``. ``provenance`` is the runner's description plus where its parts came from.
+    ``example`` is one input batch of the candidate's batch size, drawn from the evaluation
+    inputs. ``metrics`` holds ``accuracy`` (of the deployed runner itself, on the held-out split:
+    an int8 candidate reports what int8 computes), fidelity against fp32, ``params_m``,
+    ``model_size_mb``, ``build_seconds``, ``train_seconds`` and what the user's evaluator returned;
+    ``missing`` says why a metric the pipeline would give is absent (no dataset). ``provenance`` is
+    the runner's description plus where its parts came from.
     """
 
     runner: Runner
     example: np.ndarray
     metrics: dict[str, float]
     provenance: dict[str, str]
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Model:
+    """The candidate's model before deployment, and the inputs it is scored on.
+
+    ``eval_x`` is the held-out split (``eval_y`` its labels) or, without a dataset, stand-in
+    inputs (``eval_y`` None); ``reference`` computes the fp32 outputs on it.
+    """
+
+    artifact: Artifact
+    build_seconds: float
+    eval_x: np.ndarray
+    eval_y: np.ndarray | None
+    reference: Callable[[], np.ndarray]
+    fixed_batch: int | None
+    graph: Path | None  # the ONNX graph its statistics are read from
+    metrics: dict[str, float]
+    provenance: dict[str, str]
+    missing: dict[str, str] = field(default_factory=dict)
 
 
 def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: HardwareProfile,
@@ -59,24 +92,22 @@ def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: Har
     cannot exist on this device or fails to build; the caller records it as infeasible.
     """
     backend = _check(candidate, profile)
-    try:
-        trained = train_or_load(candidate.family, candidate.arch, training, cache_dir / "trained")
-    except ValueError as exc:
-        raise BuildError(f"cannot train {candidate.family!r} arch {candidate.arch}: {exc}") from exc
-    split = load_digits_split(training.seed)
-    artifact, build_seconds = build_artifact(
-        candidate, trained, ArtifactCache(cache_dir / "artifacts"),
-        split.x_train[:CALIBRATION_IMAGES])
+    cache = ArtifactCache(cache_dir / "artifacts")
+    if is_onnx_source(candidate.family):
+        model = _file_model(candidate, training, cache)
+    else:
+        model = _torch_model(candidate, training, cache_dir, cache)
     # Taken before compiling: a backend may cast or rewrite the module it is handed.
-    reference = reference_logits(trained.module, split.x_test)
-    runner = backend.compile(artifact, candidate.knobs, profile, candidate.batch_size)
+    reference = model.reference()
+    runner = backend.compile(model.artifact, candidate.knobs, profile, candidate.batch_size)
+    run = runner.run if model.fixed_batch is None else _padded(runner.run, model.fixed_batch)
     try:
         # The runner's very first call (lazy initialisation, allocation), timed before anything
         # else touches it; a compile inside Backend.compile is compile_seconds, not this.
         start = time.perf_counter()
-        runner.run(_example_batch(split.x_test, candidate.batch_size))
+        runner.run(_example_batch(model.eval_x, candidate.batch_size))
         first_call_ms = (time.perf_counter() - start) * 1e3
-        deployed = predict_batches(runner.run, split.x_test, candidate.batch_size)
+        deployed = predict_batches(run, model.eval_x, candidate.batch_size)
     # The runner was built and loaded, yet fails on real inputs: the runtime rejects the model at
     # run time, which makes the candidate as infeasible as a failed build.
     except Exception as exc:
@@ -84,28 +115,207 @@ def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: Har
         raise BuildError(f"the compiled {candidate.backend} runner failed on the test split: "
                          f"{type(exc).__name__}: {exc}") from exc
     metrics = {
-        "accuracy": float(np.mean(deployed.argmax(axis=1) == split.y_test)),
+        **model.metrics,
         **fidelity_metrics(reference, deployed),
-        "params_m": sum(p.numel() for p in trained.module.parameters()) / 1e6,
-        "model_size_mb": artifact.size_bytes / 1e6,
-        "build_seconds": build_seconds,
-        "train_seconds": trained.train_seconds,
+        "model_size_mb": model.artifact.size_bytes / 1e6,
+        "build_seconds": model.build_seconds,
         "first_call_ms": first_call_ms,
     }
+    missing = dict(model.missing)
+    provenance = runner.describe()
+    metrics.update(_graph_metrics(model, candidate.batch_size, missing, provenance))
+    if model.eval_y is not None:
+        metrics["accuracy"] = float(np.mean(deployed.argmax(axis=1) == model.eval_y))
+    else:
+        missing["accuracy"] = ("the model has no dataset (model.dataset) to score it on; "
+                               "fidelity is measured on standard-normal stand-in inputs")
     if runner.compile_seconds is not None:
         metrics["compile_seconds"] = runner.compile_seconds
-    provenance = runner.describe()
-    provenance.update({
-        "arch_id": candidate.arch_id,
-        "weights_key": trained.key,
-        "weights_cached": str(trained.cached),
-        "fp32_accuracy": f"{trained.fp32_accuracy:.6f}",
-        "artifact_format": artifact.format,
-        "artifact_path": str(artifact.path) if artifact.path is not None else "",
-        "calibration_images": str(min(CALIBRATION_IMAGES, len(split.x_train))),
-    })
-    return PreparedCandidate(runner, _example_batch(split.x_test, candidate.batch_size), metrics,
-                             provenance)
+    evaluator = candidate.model.get("evaluator")
+    if evaluator is not None:
+        try:
+            metrics.update(run_user_evaluator(
+                load_function(evaluator), evaluator,
+                DeployedModel(run, candidate.batch_size, model.artifact.input_shape,
+                              candidate.to_dict())))
+        except ValueError as exc:
+            runner.close()
+            raise BuildError(str(exc)) from exc
+        missing = {k: v for k, v in missing.items() if k not in metrics}
+    provenance.update(model.provenance)
+    provenance.update({"arch_id": candidate.arch_id, "artifact_format": model.artifact.format,
+                       "artifact_path": str(model.artifact.path or "")})
+    return PreparedCandidate(runner, _example_batch(model.eval_x, candidate.batch_size), metrics,
+                             provenance, missing)
+
+
+def _torch_model(candidate: Candidate, training: TrainingSpec, cache_dir: Path,
+                 cache: ArtifactCache) -> _Model:
+    """A family's or factory's module: trained on its dataset (or as built, without one)."""
+    dataset = source_dataset(candidate.family, candidate.model)
+    # A user's factory may fail in any way, in building or in training (a forward that does not
+    # fit the data): each is that candidate's failure. A built-in family's bugs are not caught.
+    expected = (KeyError, ValueError, RuntimeError, TypeError) if candidate.family.startswith(
+        FACTORY_PREFIX) else (KeyError, ValueError)
+    try:
+        source = model_source(candidate.family, candidate.model)
+        proxies, proxy_missing = _proxies(source, candidate, dataset, training.seed)
+        trained = train_or_load(source, candidate.arch, training, cache_dir / "trained", dataset)
+    except expected as exc:
+        raise BuildError(f"cannot build {candidate.family!r} arch {candidate.arch}: "
+                         f"{exc.args[0] if exc.args else exc}") from exc
+    if dataset is None:
+        eval_x = synthetic_inputs(trained.input_shape, training.seed)
+        calibration, eval_y = eval_x, None
+    else:
+        split = load_split(dataset, training.seed, trained.input_shape)
+        eval_x, eval_y, calibration = split.x_test, split.y_test, split.x_train
+    calibration = calibration[:CALIBRATION_IMAGES]
+    artifact, build_seconds = build_artifact(candidate, trained, cache, calibration)
+    # A torch artifact has no graph of its own: its statistics come from the fp32 export (cached,
+    # shared with the ONNX backends, and not charged to this candidate's build time).
+    graph = artifact.path if artifact.path is not None else fp32_onnx(trained, cache)[0]
+    return _Model(
+        artifact, build_seconds, eval_x, eval_y, lambda: reference_logits(trained.module, eval_x),
+        None, graph,
+        {"params_m": sum(p.numel() for p in trained.module.parameters()) / 1e6,
+         "train_seconds": trained.train_seconds, **proxies},
+        {"weights_key": trained.key, "weights_cached": str(trained.cached),
+         "fp32_accuracy": f"{trained.fp32_accuracy:.6f}", "dataset": dataset or "none",
+         "calibration_images": str(len(calibration))}, proxy_missing)
+
+
+def _proxies(source: ModelSource, candidate: Candidate, dataset: str | None,
+             seed: int) -> tuple[dict[str, float], dict[str, str]]:
+    """Zero-cost proxies of the untrained network (the very one training starts from), each as
+    ``proxy_<name>``; then the space's constraints on them, checked before any training: a
+    candidate that fails one is infeasible at the cost of the proxy alone."""
+    names = [f"proxy_{name}" for name in PROXIES]
+    if dataset is None:
+        return {}, dict.fromkeys(names, "zero-cost proxies score on the dataset's training "
+                                        "samples; the model has no dataset")
+    arch = source.validate(candidate.arch)
+    split = load_split(dataset, seed, source.input_shape_for(arch))
+    module = initial_module(source, arch, seed)
+    scores: dict[str, float] = {}
+    missing: dict[str, str] = {}
+    for name in PROXIES:
+        try:
+            value = proxy_scores(module, split.x_train[:PROXY_SAMPLES],
+                                 split.y_train[:PROXY_SAMPLES], names=[name], seed=seed)[name]
+        except ValueError as exc:  # e.g. NASWOT on a network without activation modules
+            missing[f"proxy_{name}"] = str(exc)
+            continue
+        if np.isfinite(value):
+            scores[f"proxy_{name}"] = value
+        else:
+            missing[f"proxy_{name}"] = f"{name} is {value} for this network (no signal flows)"
+    for metric_name, op, bound in candidate.model.get("proxy_filter", []):
+        score = scores.get(metric_name)
+        if score is None:
+            raise BuildError(f"screened out before training: {metric_name} is missing "
+                             f"({missing.get(metric_name, 'not computed')}) and a constraint "
+                             f"needs it")
+        if (score < bound) if op == ">=" else (score > bound):
+            raise BuildError(f"screened out before training: {metric_name} = {score:.4g} "
+                             f"violates the constraint {metric_name} {op} {bound:g}")
+    return scores, missing
+
+
+def _file_model(candidate: Candidate, training: TrainingSpec, cache: ArtifactCache) -> _Model:
+    """The user's ONNX file, deployed as it is: no training, and its fp32 outputs from ONNX
+    Runtime's CPU provider are the reference."""
+    from dse.models.onnx_file import onnx_input
+
+    path = Path(str(candidate.model.get("onnx", "")))
+    try:
+        info = onnx_input(path)
+    except ValueError as exc:
+        raise BuildError(str(exc)) from exc
+    if info.fixed_batch is not None and candidate.batch_size != info.fixed_batch:
+        raise BuildError(f"{path.name} fixes the batch at {info.fixed_batch}; batch size "
+                         f"{candidate.batch_size} cannot run")
+    dataset = source_dataset(candidate.family, candidate.model)
+    if dataset is None:
+        eval_x: np.ndarray = synthetic_inputs(info.sample_shape, training.seed)
+        calibration, eval_y = eval_x, None
+    else:
+        try:
+            split = load_split(dataset, training.seed, info.sample_shape)
+        except ValueError as exc:
+            raise BuildError(str(exc)) from exc
+        eval_x, eval_y, calibration = split.x_test, split.y_test, split.x_train
+    calibration = calibration[:CALIBRATION_IMAGES]
+    artifact, build_seconds = build_file_artifact(
+        candidate, path, str(candidate.model.get("sha256", "")), info.sample_shape, cache,
+        calibration)
+    return _Model(
+        artifact, build_seconds, eval_x, eval_y,
+        lambda: _file_reference(path, eval_x, info.fixed_batch, training.threads),
+        info.fixed_batch, artifact.path, {"train_seconds": 0.0},
+        {"onnx_file": str(path), "onnx_sha256": str(candidate.model.get("sha256", "")),
+         "dataset": dataset or "none", "calibration_images": str(len(calibration))},
+        {f"proxy_{name}": "zero-cost proxies score a torch module; an ONNX file has none"
+         for name in PROXIES})
+
+
+def _file_reference(path: Path, x: np.ndarray, fixed_batch: int | None,
+                    threads: int) -> np.ndarray:
+    """The fp32 file's outputs on ``x`` from ONNX Runtime's CPU provider."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+
+    def run(batch: np.ndarray) -> np.ndarray:
+        return np.asarray(session.run(None, {name: batch})[0])
+
+    batch = fixed_batch or 256
+    return predict_batches(run if fixed_batch is None else _padded(run, batch), x, batch)
+
+
+def _graph_metrics(model: _Model, batch_size: int, missing: dict[str, str],
+                   provenance: dict[str, str]) -> dict[str, float]:
+    """MACs, FLOPs and bytes of the model's ONNX graph at the candidate's batch size (per sample
+    where that is what compares across batch sizes); missing, with why, when the graph has none.
+    ``params_m`` of an ONNX file comes from here too (a family's is its torch module's)."""
+    from dse.models.graph_stats import graph_stats
+
+    names = ("macs_m", "flops_m", "weight_mb", "activation_mb", "arithmetic_intensity")
+    if model.graph is None:
+        missing.update(dict.fromkeys(names, "the artifact has no ONNX graph to count"))
+        return {}
+    try:
+        stats = graph_stats(model.graph, model.fixed_batch or batch_size)
+    except ValueError as exc:
+        missing.update(dict.fromkeys(names, f"graph statistics failed: {exc}"))
+        return {}
+    if stats.unknown_ops:
+        # Their work is not in the FLOP count: say so beside it rather than guess.
+        provenance["flops_uncounted_ops"] = ",".join(stats.unknown_ops)
+    metrics = {"macs_m": stats.macs / stats.batch_size / 1e6,
+               "flops_m": stats.flops / stats.batch_size / 1e6,
+               "weight_mb": stats.weight_bytes / 1e6,
+               "activation_mb": stats.activation_bytes / 1e6,
+               "arithmetic_intensity": stats.arithmetic_intensity}
+    if "params_m" not in model.metrics:
+        metrics["params_m"] = stats.params / 1e6
+    return metrics
+
+
+def _padded(run: Callable[[np.ndarray], np.ndarray],
+            batch: int) -> Callable[[np.ndarray], np.ndarray]:
+    """``run`` for a model whose file fixes the batch: a shorter last batch is padded with its
+    first row, and only the real rows' outputs are returned."""
+    def padded(x: np.ndarray) -> np.ndarray:
+        if len(x) == batch:
+            return run(x)
+        filler = np.repeat(x[:1], batch - len(x), axis=0)
+        return run(np.concatenate([x, filler]))[: len(x)]
+
+    return padded
 
 
 def _check(candidate: Candidate, profile: HardwareProfile) -> Backend:
@@ -122,7 +332,8 @@ def _check(candidate: Candidate, profile: HardwareProfile) -> Backend:
                          f"{candidate.precision!r} (it supports {profile.precisions})")
     try:
         backend = get_backend(candidate.backend)
-        get_family(candidate.family).validate(candidate.arch)
+        if not is_onnx_source(candidate.family):
+            model_source(candidate.family, candidate.model).validate(candidate.arch)
     except (KeyError, ValueError) as exc:
         # str() of a KeyError is the repr of its message; the message itself reads better.
         raise BuildError(str(exc.args[0]) if exc.args else repr(exc)) from exc

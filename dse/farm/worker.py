@@ -4,12 +4,19 @@ One actor per physical device, one candidate at a time, so nothing of dse runs b
 measurement on that device. The actor keeps its caches (trained weights, artifacts) between trials.
 A candidate that cannot be built is returned as ``infeasible`` and one that breaks while running as
 ``failed``, each with its reason; other exceptions are bugs and propagate to the driver.
+
+With a :class:`~dse.farm.dispatcher.Screening` the worker measures in two fidelities on the same
+warm runner: a short screening timing, then the full protocol only when the candidate could still
+enter the device's front. The verdict is the worker's own, so a candidate costs one round trip.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 import time
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,13 +25,14 @@ from dse.candidate import Candidate
 from dse.exceptions import BuildError, MeasurementError
 from dse.farm.isolation import NodeLock, Span, current_node_id
 from dse.measure.harness import measure_latency, measure_offline, measure_sustained
-from dse.measure.stats import LatencyStats, drift_pct
+from dse.measure.stats import LatencyStats, drift_pct, quantile_ci_ranks
 from dse.measure.telemetry import Probe, Trace, Window, make_probes
 from dse.measurement import Measurement
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 
 if TYPE_CHECKING:
     # Only for the annotation: prepare pulls in torch-side modules the actor loads lazily.
+    from dse.farm.dispatcher import Screening
     from dse.farm.prepare import PreparedCandidate
 
 
@@ -88,8 +96,11 @@ class DeviceWorker:
         keys = ("device_profile", "device_id", "node_id", "host", "pid", "cuda_visible_devices")
         return {key: self.host[key] for key in keys if key in self.host}
 
-    def evaluate(self, candidate: Candidate, training: TrainingSpec,
-                 measure: MeasureSpec) -> Measurement:
+    def evaluate(self, candidate: Candidate, training: TrainingSpec, measure: MeasureSpec,
+                 screening: Screening | None = None) -> Measurement:
+        """Build ``candidate`` and measure it; with ``screening``, screen it first (provenance
+        then says ``fidelity``: ``screen`` when it stopped there, else ``full``, with the seconds
+        of each part and the verdict)."""
         from dse.farm.prepare import prepare_candidate
 
         provenance = _trial_provenance(self.host)
@@ -104,7 +115,11 @@ class DeviceWorker:
                                provenance=provenance)
         try:
             with self.node_lock.exclusive(), timed.timing():
-                result = self._measure(candidate, prepared, measure, provenance)
+                if screening is None:
+                    result = self._measure(candidate, prepared, measure, provenance)
+                else:
+                    result = self._screen_then_measure(candidate, prepared, measure, provenance,
+                                                       screening)
             result.provenance.update(_spans(build, timed))
             return result
         except (MeasurementError, RuntimeError, MemoryError) as exc:
@@ -114,11 +129,36 @@ class DeviceWorker:
         finally:
             prepared.runner.close()
 
+    def _screen_then_measure(self, candidate: Candidate, prepared: PreparedCandidate,
+                             measure: MeasureSpec, provenance: dict[str, str],
+                             screening: Screening) -> Measurement:
+        """The screening measurement when even its optimistic objectives are dominated by the
+        front; else the full protocol's, on the same runner, still warm. An empty front has
+        nothing to dominate: straight to the full protocol."""
+        facts = {"fidelity": "full", "screen_seconds": "0"}
+        if screening.front:
+            span = Span()
+            with span.timing():
+                screened = self._measure(candidate, prepared, screening_measure(measure, screening),
+                                         dict(provenance))
+            enters, verdict = screening_verdict(screened.metrics, prepared.metrics, screening)
+            facts.update({"screen_seconds": f"{span.end - span.start:.6f}",
+                          "screen_verdict": verdict,
+                          "screen_timed_iters": screened.provenance.get("timed_iters", "")})
+            if not enters:
+                screened.provenance.update(facts | {"fidelity": "screen", "full_seconds": "0"})
+                return screened
+        span = Span()
+        with span.timing():
+            result = self._measure(candidate, prepared, measure, provenance)
+        result.provenance.update(facts | {"full_seconds": f"{span.end - span.start:.6f}"})
+        return result
+
     def _measure(self, candidate: Candidate, prepared: PreparedCandidate, measure: MeasureSpec,
                  provenance: dict[str, str]) -> Measurement:
         runner, example = prepared.runner, prepared.example
         metrics = dict(prepared.metrics)
-        missing: dict[str, str] = {}
+        missing: dict[str, str] = dict(prepared.missing)
         window = _TelemetryWindow(self.probes, missing)
 
         def call() -> object:
@@ -134,6 +174,10 @@ class DeviceWorker:
                 max_seconds=measure.max_seconds, warmup_max_seconds=measure.warmup_max_seconds,
                 on_window=None if sustained else window.mark)
             metrics.update(latency_metrics(stats, candidate.batch_size, missing))
+            if "flops_m" in metrics and stats.p50_ms > 0:
+                # The rate reached at the median call: the roofline's y-axis.
+                metrics["achieved_gflops"] = (metrics["flops_m"] * 1e6 * candidate.batch_size
+                                              / (stats.p50_ms / 1e3) / 1e9)
             telemetry_stats = stats
             if sustained:
                 run = measure_sustained(call, seconds=measure.sustained_seconds, on_window=window.mark)
@@ -166,6 +210,82 @@ class DeviceWorker:
         samples = {"latency_ms": stats.samples_ms, **window.trace_samples()}
         return Measurement(candidate.candidate_id, "ok", metrics=metrics, missing=missing,
                            samples=samples, provenance=provenance)
+
+
+def screening_measure(measure: MeasureSpec, screening: Screening) -> MeasureSpec:
+    """The screening protocol: the campaign's, loosened to the screening's target and time (never
+    tighter or longer than the campaign's own), with no offline or sustained run; enough samples
+    for each objective's confidence interval where the time allows (p99 needs a few hundred)."""
+    quantiles = [bounds[2] for bounds in screening.ci if bounds is not None]
+    needed = max([_samples_for_ci(q) for q in quantiles], default=1)
+    seconds = min(screening.max_seconds, measure.max_seconds)
+    # Twice the bare minimum: correlated samples count for less (see dse.measure.stats).
+    min_iters = min(max(measure.min_iters, 2 * needed), measure.max_iters)
+    return measure.model_copy(update={
+        "target_rel_ci": max(screening.target_rel_ci, measure.target_rel_ci),
+        "min_iters": min_iters,
+        # No floor on time: the sample count above is what a verdict needs.
+        "min_seconds": 0.0, "max_seconds": seconds,
+        "warmup_max_seconds": min(measure.warmup_max_seconds, seconds),
+        "offline_concurrency": 0, "sustained_seconds": 0.0})
+
+
+@functools.cache
+def _samples_for_ci(quantile: float) -> int:
+    """The fewest independent samples that give the quantile a 95% confidence interval."""
+    low, high = 2, 2
+    while quantile_ci_ranks(high, quantile) is None:
+        low, high = high, high * 2
+    while low < high:  # the first n that has one; more samples never lose it
+        middle = (low + high) // 2
+        if quantile_ci_ranks(middle, quantile) is None:
+            low = middle + 1
+        else:
+            high = middle
+    return high
+
+
+def screening_verdict(metrics: Mapping[str, float], exact: Collection[str],
+                      screening: Screening) -> tuple[bool, str]:
+    """Whether a screened candidate could still enter the front, and why (one line).
+
+    Its optimistic objective vector (see :class:`~dse.farm.dispatcher.Screening`; ``exact``: the
+    metrics known before timing) must be dominated by a front point's pessimistic vector for the
+    answer to be no. An objective the screening could not bound (not measured, or too few
+    samples for its interval) keeps the candidate in: nothing shows it cannot enter.
+    """
+    optimistic = []
+    for name, maximize, bounds in zip(screening.objectives, screening.maximize, screening.ci,
+                                      strict=True):
+        value = metrics.get(name, math.nan)
+        if not math.isfinite(value):
+            return True, f"{name} not measured by the screening"
+        if name in exact:
+            best = value
+        elif bounds is not None:
+            ends = [metrics.get(bound, math.nan) for bound in bounds[:2]]
+            if not all(math.isfinite(end) for end in ends):
+                return True, f"the screening gave {name} no confidence interval"
+            best = max(value, *ends) if maximize else min(value, *ends)
+        else:
+            step = screening.margin * abs(value)
+            best = value + step if maximize else value - step
+        optimistic.append(best)
+    for point in screening.front:
+        if _dominates(point.values, optimistic, screening.maximize):
+            shown = ", ".join(f"{n} {v:.4g}" for n, v in zip(screening.objectives, optimistic,
+                                                             strict=True))
+            return False, f"dominated by front trial #{point.trial} even at best ({shown})"
+    return True, "could enter the front"
+
+
+def _dominates(point: tuple[float, ...], other: list[float], maximize: tuple[bool, ...]) -> bool:
+    """``point`` at least as good as ``other`` in every objective and better in one."""
+    signs = [-1.0 if up else 1.0 for up in maximize]
+    mine = [s * v for s, v in zip(signs, point, strict=True)]
+    theirs = [s * v for s, v in zip(signs, other, strict=True)]
+    return all(a <= b for a, b in zip(mine, theirs, strict=True)) and any(
+        a < b for a, b in zip(mine, theirs, strict=True))
 
 
 def _spans(build: Span, timed: Span | None) -> dict[str, str]:

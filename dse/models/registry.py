@@ -21,14 +21,23 @@ class ModelFamily(ABC):
     Class attributes:
         name: the name search spaces use (``model.family``).
         arch_params: the arch parameter names a search space may use.
-        input_shape: one sample's shape, (channels, height, width).
+        input_shape: one sample's shape at the default architecture: (channels, height, width)
+            for images, (sequence length, features) for sequences. :meth:`input_shape_for` gives
+            it for a given architecture, where an arch parameter sets it.
         num_classes: length of the logits vector.
+        dataset: the name of the dataset (in :mod:`dse.quality.datasets`) its accuracy is trained
+            and evaluated on.
     """
 
     name: ClassVar[str]
     arch_params: ClassVar[frozenset[str]]
-    input_shape: ClassVar[tuple[int, int, int]]
+    input_shape: ClassVar[tuple[int, ...]]
     num_classes: ClassVar[int]
+    dataset: ClassVar[str] = "digits"
+
+    def input_shape_for(self, arch: Mapping[str, Any]) -> tuple[int, ...]:
+        """One sample's shape for ``arch`` (the sequence family's ``seq_len`` sets it)."""
+        return self.input_shape
 
     @abstractmethod
     def validate(self, arch: Mapping[str, Any]) -> dict[str, Any]:

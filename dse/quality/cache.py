@@ -15,13 +15,13 @@ import numpy as np
 from dse.atomic import atomic_write
 from dse.candidate import stable_hash
 from dse.models import get_family
-from dse.quality.digits import load_digits_split
+from dse.quality.datasets import load_split
 from dse.quality.training import accuracy, torch_threads, train
 
 if TYPE_CHECKING:
     import torch
 
-    from dse.models import ModelFamily
+    from dse.models.sources import ModelSource
     from dse.spec import TrainingSpec
 
 logger = logging.getLogger(__name__)
@@ -42,6 +42,8 @@ class TrainedModel:
 
     ``train_seconds`` is 0.0 and ``cached`` True when the weights came from the cache. ``key`` names
     the weights (family, arch, training settings): artifacts built from them are cached under it.
+    A model without a dataset is not trained: its weights are those its source builds (seeded),
+    and ``fp32_accuracy`` is NaN.
     """
 
     module: torch.nn.Module
@@ -49,10 +51,12 @@ class TrainedModel:
     train_seconds: float
     cached: bool
     key: str
-    input_shape: tuple[int, int, int]
+    input_shape: tuple[int, ...]
+    dataset: str | None = "digits"
 
 
-def training_key(family_name: str, arch: Mapping[str, Any], training: TrainingSpec) -> str:
+def training_key(family_name: str, arch: Mapping[str, Any], training: TrainingSpec,
+                 dataset: str | None = "digits") -> str:
     """The cache key of the weights that training ``arch`` with ``training`` produces.
 
     ``threads`` is left out: it changes how fast the weights are made, not what they mean, and a
@@ -62,35 +66,43 @@ def training_key(family_name: str, arch: Mapping[str, Any], training: TrainingSp
         "format": CACHE_FORMAT,
         "family": family_name,
         "arch": dict(arch),
-        "dataset": "digits",
+        "dataset": dataset,
         "training": training.model_dump(exclude={"threads"}),
     })
 
 
-def train_or_load(family_name: str, arch: Mapping[str, Any], training: TrainingSpec,
-                  cache_dir: Path) -> TrainedModel:
+_FAMILY_DATASET = "family's own"
+
+
+def train_or_load(source: str | ModelSource, arch: Mapping[str, Any], training: TrainingSpec,
+                  cache_dir: Path, dataset: str | None = _FAMILY_DATASET) -> TrainedModel:
     """Load the trained weights of ``arch`` from ``cache_dir``, or train them and store them.
 
-    Raises KeyError for an unknown family and ValueError for an invalid arch. An unreadable cache
-    entry is logged and retrained, never fatal.
+    ``source`` is a family name or a model source (``dse.models.sources``); ``dataset`` defaults
+    to a family's own, and None means no training (the source's seeded weights, no accuracy).
+    Raises KeyError for an unknown family and ValueError for an invalid arch or a dataset that
+    does not fit the model's input. An unreadable cache entry is logged and retrained, never fatal.
     """
     import torch
 
-    family = get_family(family_name)
+    family: ModelSource = get_family(source) if isinstance(source, str) else source
+    if dataset == _FAMILY_DATASET:
+        dataset = get_family(family.name).dataset
     full_arch = family.validate(arch)
-    key = training_key(family_name, full_arch, training)
+    input_shape = family.input_shape_for(full_arch)
+    key = training_key(family.name, full_arch, training, dataset)
+    if dataset is None:
+        module = initial_module(family, full_arch, training.seed).eval()
+        return TrainedModel(module, float("nan"), 0.0, False, key, input_shape, None)
     weights_path, meta_path = cache_dir / f"{key}.pt", cache_dir / f"{key}.json"
     if meta_path.exists():
         loaded = _load(family, full_arch, weights_path, meta_path)
         if loaded is not None:
             module, fp32_accuracy = loaded
-            return TrainedModel(module, fp32_accuracy, 0.0, True, key, family.input_shape)
+            return TrainedModel(module, fp32_accuracy, 0.0, True, key, input_shape, dataset)
 
-    split = load_digits_split(training.seed)
-    # A private RNG stream: the same seed gives the same initial weights, whatever ran before.
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(training.seed)
-        module = family.build(full_arch)
+    split = load_split(dataset, training.seed, input_shape)
+    module = initial_module(family, full_arch, training.seed)
     seconds = train(module, split, training)
     with torch_threads(training.threads), torch.inference_mode():
         fp32_accuracy = accuracy(lambda x: module(torch.from_numpy(x)).numpy(),
@@ -98,14 +110,26 @@ def train_or_load(family_name: str, arch: Mapping[str, Any], training: TrainingS
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(weights_path, lambda path: torch.save(module.state_dict(), path))
-    meta = {"family": family_name, "arch": full_arch, "training": training.model_dump(),
-            "fp32_accuracy": fp32_accuracy, "train_seconds": seconds}
+    meta = {"family": family.name, "arch": full_arch, "dataset": dataset,
+            "training": training.model_dump(), "fp32_accuracy": fp32_accuracy,
+            "train_seconds": seconds}
     # The metadata goes last: its presence marks a complete entry.
     atomic_write(meta_path, lambda path: path.write_text(json.dumps(meta, indent=1)))
-    return TrainedModel(module, fp32_accuracy, seconds, False, key, family.input_shape)
+    return TrainedModel(module, fp32_accuracy, seconds, False, key, input_shape, dataset)
 
 
-def _load(family: ModelFamily, arch: dict[str, Any], weights_path: Path,
+def initial_module(source: ModelSource, arch: Mapping[str, Any], seed: int) -> torch.nn.Module:
+    """The untrained module training starts from (and zero-cost proxies score): built in a
+    private RNG stream seeded with ``seed``, so the same seed gives the same initial weights
+    whatever ran before."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return source.build(arch)
+
+
+def _load(family: ModelSource, arch: dict[str, Any], weights_path: Path,
           meta_path: Path) -> tuple[torch.nn.Module, float] | None:
     import torch
 

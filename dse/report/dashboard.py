@@ -30,6 +30,7 @@ from dse.results import (
     atomic_write_text,
     front_frame,
     load_campaign,
+    screening_summary,
     study_constraints,
     study_objectives,
     trials_frame,
@@ -44,6 +45,7 @@ class DashboardInfo(NamedTuple):
     parallel: ParallelCoordinatesInfo
     front: TableInfo
     portable: TableInfo | None  # None for a single-device campaign
+    screening: TableInfo | None = None  # None when no trial was screened
 
 
 def dashboard_info(study: optuna.Study | Sequence[optuna.Study]) -> DashboardInfo:
@@ -61,7 +63,19 @@ def dashboard_info(study: optuna.Study | Sequence[optuna.Study]) -> DashboardInf
         front=front_table_info(front_frame(trials, objectives), objectives),
         portable=portable_table_info(front_frame(trials, objectives))
         if trials["device"].nunique() > 1 else None,
+        screening=screening_table_info(trials),
     )
+
+
+def screening_table_info(trials: pd.DataFrame) -> TableInfo | None:
+    """The campaign's screening figures as a two-column table; None with screening off."""
+    summary = screening_summary(trials)
+    if summary is None:
+        return None
+    rows = [[name.replace("_", " "), "" if value is None else
+             f"{value:.2f}" if isinstance(value, float) else str(value)]
+            for name, value in summary.as_dict().items()]
+    return TableInfo(["figure", "value"], rows, None)
 
 
 def dashboard_html(info: DashboardInfo, title: str | None = None) -> str:
@@ -87,6 +101,9 @@ def dashboard_html(info: DashboardInfo, title: str | None = None) -> str:
     if info.portable is not None:
         sections.append(Section("Portable front: architectures on several devices' fronts",
                                 table_html(info.portable)))
+    if info.screening is not None:
+        sections.append(Section("Screening: device time spent and saved",
+                                table_html(info.screening)))
     return page_html(title or f"{info.summary.campaign} — dse dashboard", info.summary, sections)
 
 

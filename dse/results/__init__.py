@@ -3,6 +3,7 @@
 from dse.atomic import atomic_write, atomic_write_text
 from dse.results.columns import (
     CONSTRAINT_PREFIX,
+    COST_COLUMNS,
     IDENTITY_COLUMNS,
     PARAM_PREFIX,
     TIME_COLUMNS,
@@ -13,6 +14,7 @@ from dse.results.columns import (
     param_columns,
 )
 from dse.results.export import load_campaign, load_study, write_results
+from dse.results.fidelity import ScreeningSummary, screening_summary
 from dse.results.table import (
     competing_mask,
     front_frame,
@@ -25,9 +27,11 @@ from dse.results.table import (
 
 __all__ = [
     "CONSTRAINT_PREFIX",
+    "COST_COLUMNS",
     "IDENTITY_COLUMNS",
     "PARAM_PREFIX",
     "TIME_COLUMNS",
+    "ScreeningSummary",
     "atomic_write",
     "atomic_write_text",
     "competing_mask",
@@ -41,6 +45,7 @@ __all__ = [
     "outcomes",
     "param_columns",
     "portable_front",
+    "screening_summary",
     "study_constraints",
     "study_objectives",
     "trials_frame",

@@ -1,6 +1,6 @@
 """Column names of the trials table, in one place.
 
-The table groups its columns as identity, parameters, metrics, constraints, times. Parameters and
+The table groups its columns as identity, parameters, metrics, constraints, times, costs. Parameters and
 constraints carry a prefix; a known metric's column — built in, or declared by the campaign's search
 space — carries its unit (``latency_p99_ms [ms]``), an unknown one (written by a newer dse) keeps
 its bare name. Metric columns are therefore the ones that are neither identity, time, parameter
@@ -17,6 +17,9 @@ IDENTITY_COLUMNS: tuple[str, ...] = (
     "trial", "state", "status", "reason", "missing", "feasible", "device", "candidate_id",
 )
 TIME_COLUMNS: tuple[str, ...] = ("started", "completed", "duration_s", "reused_from")
+# What measuring a trial cost the device, and at which fidelity (``dse.search.screening``); each
+# column is in the table only when some trial has it (a device measured, screening was on).
+COST_COLUMNS: tuple[str, ...] = ("fidelity", "device_seconds", "screen_seconds", "full_seconds")
 PARAM_PREFIX = "param."
 CONSTRAINT_PREFIX = "constraint."
 
@@ -54,7 +57,7 @@ RELATIVE_SUFFIX = " vs baseline"
 
 def metric_columns(frame: pd.DataFrame) -> list[str]:
     """The metric columns of a trials table, in table order (not the ratios to the baseline)."""
-    fixed = set(IDENTITY_COLUMNS) | set(TIME_COLUMNS)
+    fixed = set(IDENTITY_COLUMNS) | set(TIME_COLUMNS) | set(COST_COLUMNS)
     return [
         str(c) for c in frame.columns
         if str(c) not in fixed

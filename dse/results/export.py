@@ -1,16 +1,19 @@
-"""Run folder <-> study and tables: read `study.db`, write `trials.parquet` and `pareto.csv`."""
+"""Run folder <-> study and tables: read `study.db`, write `trials.parquet`, `pareto.csv` and the
+other files of a run (`portable.csv`, `screening.json`)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
 import optuna
 
-from dse.atomic import atomic_write
+from dse.atomic import atomic_write, atomic_write_text
 from dse.exceptions import DseError
 from dse.results.baseline import baseline_ids, relative_to_baseline
+from dse.results.fidelity import SCREENING_FILE, screening_summary
 from dse.results.table import front_frame, portable_front, trials_frame
 
 STUDY_FILE = "study.db"
@@ -24,8 +27,9 @@ def write_results(study: optuna.Study | Sequence[optuna.Study], run_dir: Path,
     """Write every trial to ``run_dir/trials.parquet`` and the feasible Pareto front over
     ``objectives`` to ``run_dir/pareto.csv`` (per device); returns both paths. A campaign of
     several devices also gets ``run_dir/portable.csv``: the architectures on more than one
-    device's front. Each file is replaced atomically, so a dashboard or notebook reading them
-    during a run never sees a partial file."""
+    device's front. A campaign that screened candidates also gets ``run_dir/screening.json``
+    (:func:`dse.results.fidelity.screening_summary`). Each file is replaced atomically, so a
+    dashboard or notebook reading them during a run never sees a partial file."""
     # Each objective also relative to the device's baseline (when the campaign has one).
     trials = relative_to_baseline(trials_frame(study), objectives, baseline_ids(study))
     front = front_frame(trials, objectives)
@@ -35,6 +39,10 @@ def write_results(study: optuna.Study | Sequence[optuna.Study], run_dir: Path,
     if trials["device"].nunique() > 1:
         portable = portable_front(front)
         atomic_write(run_dir / PORTABLE_FILE, lambda tmp: portable.to_csv(tmp, index=False))
+    screening = screening_summary(trials)
+    if screening is not None:
+        atomic_write_text(run_dir / SCREENING_FILE,
+                          json.dumps(screening.as_dict(), indent=2) + "\n")
     return parquet, csv
 
 

@@ -17,7 +17,7 @@ import optuna
 import pandas as pd
 
 from dse.metrics import METRICS, MetricSpec, declare, find_metric
-from dse.results.columns import PARAM_PREFIX, constraint_column, metric_column
+from dse.results.columns import COST_COLUMNS, PARAM_PREFIX, constraint_column, metric_column
 from dse.results.dtypes import is_missing, text_column, typed_column
 from dse.search.pareto import pareto_mask
 
@@ -67,7 +67,8 @@ def trials_frame(study: optuna.Study | Sequence[optuna.Study]) -> pd.DataFrame:
 
     ``feasible`` is true for a COMPLETE trial whose constraints are all <= 0; a declared constraint
     with no recorded value counts as violated, since nothing shows it holds. Objective columns and
-    declared constraint columns are always present, so an all-failed study still has them.
+    declared constraint columns are always present, so an all-failed study still has them; the
+    cost columns (:data:`~dse.results.columns.COST_COLUMNS`) come last, where some trial has them.
     """
     if not isinstance(study, optuna.Study):
         frames = [trials_frame(one) for one in study]
@@ -108,6 +109,12 @@ def trials_frame(study: optuna.Study | Sequence[optuna.Study]) -> pd.DataFrame:
         dtype="float64")
     columns["reused_from"] = pd.Series([r.trial.user_attrs.get("reused_from") for r in rows],
                                        dtype="Int64")
+    for name in COST_COLUMNS:
+        values = [r.trial.user_attrs.get(name) for r in rows]
+        if any(value is not None for value in values):
+            columns[name] = (text_column(values) if name == "fidelity"
+                             else pd.Series([np.nan if v is None else float(v) for v in values],
+                                            dtype="float64"))
     return pd.DataFrame(columns, index=pd.RangeIndex(len(rows)))
 
 
@@ -178,11 +185,14 @@ def _row(trial: optuna.trial.FrozenTrial, objectives: Sequence[str],
 
 def _flatten_candidate(candidate: Mapping[str, Any]) -> dict[str, object]:
     """``param.<field>`` for plain fields, ``param.arch.<k>`` / ``param.knob.<k>`` for the nested
-    ones, ``param.<k>`` for free parameters; ``device_profile`` is the ``device`` column. A
+    ones, ``param.<k>`` for free parameters; ``device_profile`` is the ``device`` column and the
+    model source's settings are not parameters. A
     mapping field unknown to this version is flattened the same way rather than dropped."""
     params: dict[str, object] = {}
     for key, value in candidate.items():
-        if key == "device_profile":
+        # ``model`` holds the source's settings (file path and hash, evaluator, proxy filter),
+        # fixed for the campaign: ``param.family`` names the source, the provenance the rest.
+        if key in ("device_profile", "model"):
             continue
         if key == "params" and isinstance(value, Mapping):
             params.update({f"{PARAM_PREFIX}{k}": v for k, v in value.items()})

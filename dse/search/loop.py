@@ -3,7 +3,9 @@
 This is the only module that joins the search and the farm. The driver owns the study; workers
 never touch storage. What a trial carries (user attrs) is the contract that ``dse.results`` reads:
 ``candidate``, ``candidate_id``, ``status``, ``reason``, ``metrics``, ``missing``, ``provenance``,
-and, where they apply, ``reused_from`` and ``samples_file``.
+and, where they apply, ``reused_from``, ``samples_file``, ``device_seconds`` and, with screening
+(``search.screening``), ``fidelity``, ``screen_seconds`` and ``full_seconds``
+(see :func:`dse.search.screening.fidelity_attrs`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dse.exceptions import DseError
 from dse.farm.dispatcher import Done, Job
 from dse.farm.isolation import NodeLock, current_node_id
 from dse.measurement import Measurement
+from dse.search.screening import FrontTracker, fidelity_attrs, screening_request
 from dse.search.space import suggest_candidate
 from dse.spec import Experiment, HardwareProfile
 
@@ -59,6 +62,7 @@ class TrialOutcome:
     reused_from: int | None
     completed: int
     budget: int
+    fidelity: str | None = None  # "screen" or "full" with screening on; None otherwise
 
 
 ProgressCallback = Callable[[TrialOutcome], None]
@@ -87,11 +91,14 @@ class _Pending:
 class _DeviceSearch:
     """The study of one device profile and what it has learnt so far."""
 
-    def __init__(self, profile: HardwareProfile, study: optuna.Study) -> None:
+    def __init__(self, profile: HardwareProfile, study: optuna.Study,
+                 tracker: FrontTracker | None) -> None:
         self.profile = profile
         self.study = study
         self.completed = 0
         self.known: dict[str, _Known] = {}
+        # The fully measured front that screening compares with (None: no screening here).
+        self.tracker = tracker
 
 
 class SearchLoop:
@@ -110,11 +117,16 @@ class SearchLoop:
             studies = {experiment.devices[0].name: studies}
         self.experiment = experiment
         self.space = experiment.space
-        self.searches = {p.name: _DeviceSearch(p, studies[p.name]) for p in experiment.devices}
+        self.objectives = [o.metric for o in self.space.objectives]
+        self.evaluated = frozenset(evaluated)
+        self.screening = experiment.spec.search.screening
+        # Screening saves device time; an evaluator or replay table spends none.
+        self.searches = {p.name: _DeviceSearch(p, studies[p.name], FrontTracker(
+            self.objectives, self.space.constraints) if self.screening.enabled
+            and p.name not in self.evaluated else None) for p in experiment.devices}
         self.dispatcher = dispatcher
         self.run_dir = run_dir
         self.on_trial = on_trial
-        self.objectives = [o.metric for o in self.space.objectives]
         self.pending: dict[int, _Pending] = {}
         # Trials whose candidate is being measured right now for another trial: they reuse its
         # result when it arrives instead of measuring the same thing twice.
@@ -123,7 +135,6 @@ class SearchLoop:
         self.failed_here = 0
         self.last_failure = ""
         self.node_lock = NodeLock(current_node_id())
-        self.evaluated = frozenset(evaluated)
 
     @property
     def study(self) -> optuna.Study:
@@ -158,6 +169,10 @@ class SearchLoop:
                     search.known[attrs["candidate_id"]] = _Known(
                         frozen.number, attrs["status"], attrs.get("reason", ""),
                         attrs.get("metrics", {}), attrs.get("missing", {}))
+                if (search.tracker is not None and frozen.state == TrialState.COMPLETE
+                        and attrs["status"] == "ok" and "reused_from" not in attrs
+                        and attrs.get("fidelity") != "screen"):
+                    search.tracker.add(frozen.number, attrs.get("metrics", {}))
         search.completed = sum(t.state == TrialState.COMPLETE
                                for t in study.get_trials(deepcopy=False))
 
@@ -233,9 +248,12 @@ class SearchLoop:
             self.followers[candidate.candidate_id].append(pending)
         else:
             self.followers[candidate.candidate_id] = []
+            screening = (None if search.tracker is None
+                         else screening_request(self.screening, search.tracker))
             self.dispatcher.submit(Job(key, candidate, self.space.training,
                                        self.experiment.spec.measurement,
-                                       self.experiment.spec.budget.trial_timeout_s))
+                                       self.experiment.spec.budget.trial_timeout_s,
+                                       screening=screening))
 
     def _finish_reused(self, key: int, known: _Known) -> None:
         pending = self.pending.pop(key)
@@ -255,18 +273,26 @@ class SearchLoop:
         samples_file = self._save_samples(search, trial.number, measurement)
         if samples_file:
             trial.set_user_attr("samples_file", samples_file)
+        fidelity = fidelity_attrs(measurement.provenance)
+        for name, value in fidelity.items():
+            trial.set_user_attr(name, value)
         status = self._record(search, trial, measurement.status, measurement.reason,
                               measurement.metrics, measurement.missing)
+        if (search.tracker is not None and status == "ok"
+                and fidelity.get("fidelity") != "screen"):
+            search.tracker.add(trial.number, measurement.metrics)
         known = _Known(trial.number, status, measurement.reason, measurement.metrics,
                        measurement.missing)
         search.known[pending.candidate.candidate_id] = known
-        self._outcome(search, pending, status, measurement.reason, measurement.metrics, None)
+        self._outcome(search, pending, status, measurement.reason, measurement.metrics, None,
+                      fidelity.get("fidelity"))
         for follower in self.followers.pop(pending.candidate.candidate_id, []):
             key = next(k for k, v in self.pending.items() if v is follower)
             self._finish_reused(key, known)
 
     def _outcome(self, search: _DeviceSearch, pending: _Pending, status: str, reason: str,
-                 metrics: dict[str, float], reused: int | None) -> None:
+                 metrics: dict[str, float], reused: int | None,
+                 fidelity: str | None = None) -> None:
         if status == "ok":
             search.completed += 1
         else:
@@ -276,7 +302,8 @@ class SearchLoop:
             budget = self.experiment.spec.budget.trials
             self.on_trial(TrialOutcome(
                 pending.trial.number, pending.candidate, status, reason, metrics, reused,
-                sum(s.completed for s in self.searches.values()), budget * len(self.searches)))
+                sum(s.completed for s in self.searches.values()), budget * len(self.searches),
+                fidelity))
 
     # -- the loop ----------------------------------------------------------------------------
 

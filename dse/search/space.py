@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from dse.backends.capabilities import supports_device
 from dse.candidate import Candidate
 from dse.exceptions import SpecError
+from dse.models.sources import candidate_source
 from dse.spec import HardwareProfile, RangeParam, SearchSpace
 from dse.spec.models import ParamSpec
 
@@ -95,5 +96,10 @@ def suggest_candidate(trial: Suggester, space: SearchSpace, profile: HardwarePro
                       for key, spec in deployment.backends[backend].knobs.items()},
         }
     params = {key: _suggest(trial, key, spec) for key, spec in space.parameters.items()}
-    return Candidate(family="" if model is None else model.family, arch=arch,
-                     device_profile=profile.name, params=params, **deployed)
+    family, settings = ("", {}) if model is None else candidate_source(model)
+    proxy_filter = [[c.metric, c.op, c.value] for c in space.constraints
+                    if c.metric.startswith("proxy_")]
+    if proxy_filter:  # checked on the device before training: see dse.farm.prepare
+        settings["proxy_filter"] = proxy_filter
+    return Candidate(family=family, arch=arch, model=settings, device_profile=profile.name,
+                     params=params, **deployed)

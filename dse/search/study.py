@@ -173,51 +173,52 @@ def _group_problems(given: Mapping[str, Scalar], specs: Mapping[str, ParamSpec],
 
 
 def _deployment_problems(baseline: BaselineSpec, deployment: DeploymentSpec, space: str,
-                         source: str) -> list[str]:
+                         source: str, field: str) -> list[str]:
     problems = []
-    for field in ("backend", "precision", "batch_size"):
-        if getattr(baseline, field) is None:
-            problems.append(f"{source}: baseline.{field}: required, since {space} searches a "
+    for key in ("backend", "precision", "batch_size"):
+        if getattr(baseline, key) is None:
+            problems.append(f"{source}: {field}.{key}: required, since {space} searches a "
                             f"deployment")
     if baseline.backend is not None:
         if baseline.backend not in deployment.backends:
-            problems.append(f"{source}: baseline.backend: {baseline.backend!r} is not in "
+            problems.append(f"{source}: {field}.backend: {baseline.backend!r} is not in "
                             f"deployment.backends of {space}; allowed: "
                             f"{', '.join(deployment.backends)}")
         else:
             problems.extend(_group_problems(
-                baseline.knobs, deployment.backends[baseline.backend].knobs, "baseline.knobs",
+                baseline.knobs, deployment.backends[baseline.backend].knobs, f"{field}.knobs",
                 f"deployment.backends.{baseline.backend}.knobs", space, source))
     if baseline.precision is not None and baseline.precision not in deployment.precisions:
-        problems.append(f"{source}: baseline.precision: {baseline.precision!r} is not in "
+        problems.append(f"{source}: {field}.precision: {baseline.precision!r} is not in "
                         f"deployment.precisions of {space}; allowed: "
                         f"{', '.join(deployment.precisions)}")
     if baseline.batch_size is not None and baseline.batch_size not in deployment.batch_sizes:
-        problems.append(f"{source}: baseline.batch_size: {baseline.batch_size} is not in "
+        problems.append(f"{source}: {field}.batch_size: {baseline.batch_size} is not in "
                         f"deployment.batch_sizes of {space}; allowed: "
                         f"{', '.join(map(str, deployment.batch_sizes))}")
     return problems
 
 
-def baseline_problems(baseline: BaselineSpec, space: SearchSpace, source: str) -> list[str]:
+def baseline_problems(baseline: BaselineSpec, space: SearchSpace, source: str,
+                      field: str = "baseline") -> list[str]:
     """Where the baseline of experiment file ``source`` is not a point of ``space``: one line per
-    problem, naming the baseline's field and the space's."""
+    problem, naming the baseline's field (``field``, e.g. ``baseline.arch``) and the space's."""
     name = f"space {space.name!r}"
     problems = []
     if space.model is not None:
-        problems.extend(_group_problems(baseline.arch, space.model.arch, "baseline.arch",
+        problems.extend(_group_problems(baseline.arch, space.model.arch, f"{field}.arch",
                                         "model.arch", name, source))
     elif baseline.arch:
-        problems.append(f"{source}: baseline.arch: {name} has no model; leave arch out")
+        problems.append(f"{source}: {field}.arch: {name} has no model; leave arch out")
     if space.deployment is not None:
-        problems.extend(_deployment_problems(baseline, space.deployment, name, source))
+        problems.extend(_deployment_problems(baseline, space.deployment, name, source, field))
     else:
         given = [f for f in ("backend", "precision", "batch_size", "knobs") if getattr(baseline, f)]
         if given:
-            problems.append(f"{source}: baseline: {name} has no deployment; leave out "
+            problems.append(f"{source}: {field}: {name} has no deployment; leave out "
                             f"{', '.join(given)}")
     if space.parameters or baseline.params:
-        problems.extend(_group_problems(baseline.params, space.parameters, "baseline.params",
+        problems.extend(_group_problems(baseline.params, space.parameters, f"{field}.params",
                                         "parameters", name, source))
     return problems
 
@@ -272,16 +273,18 @@ class _BaselineAnswers:
 
 
 def plan_baseline(baseline: BaselineSpec, space: SearchSpace, profile: HardwareProfile, *,
-                  capabilities: bool = True) -> BaselinePlan:
+                  capabilities: bool = True, whose: str = "the baseline's") -> BaselinePlan:
     """The baseline as Optuna parameters of ``profile``'s study, or why that device cannot run
     it. ``baseline`` must have passed :func:`baseline_problems`; ``capabilities`` as the search
-    loop offers the profile's candidates (false where an evaluator or replay table measures)."""
+    loop offers the profile's candidates (false where an evaluator or replay table measures).
+    Any point of the space planned the same way (a warm start's seeds) names itself in the
+    note through ``whose``."""
     if space.deployment is not None:
         options = device_options(space, profile, capabilities=capabilities)
         backend, precision = baseline.backend, baseline.precision
         if backend not in options or precision not in options[backend]:
             offered = ", ".join(f"{b}/{p}" for b, ps in options.items() for p in ps)
-            return BaselinePlan(None, None, f"device {profile.name!r} cannot run the baseline's "
+            return BaselinePlan(None, None, f"device {profile.name!r} cannot run {whose} "
                                             f"{backend}/{precision}; it offers {offered}")
     answers = _BaselineAnswers(baseline)
     candidate = suggest_candidate(answers, space, profile, capabilities=capabilities)
@@ -298,6 +301,11 @@ def search_problems(experiment: Experiment) -> list[str]:
         problems.extend(grid_problems(experiment.space, space_file, source))
     if experiment.spec.baseline is not None:
         problems.extend(baseline_problems(experiment.spec.baseline, experiment.space, source))
+    warm_source = experiment.spec.search.warm_start.source
+    names = [p.name for p in experiment.devices]
+    if warm_source is not None and warm_source not in names:
+        problems.append(f"{source}: search.warm_start.from: unknown device profile "
+                        f"{warm_source!r}; allowed: {', '.join(names)}")
     return problems
 
 
@@ -334,11 +342,53 @@ def study_name(campaign: str, profile: str, device_count: int) -> str:
     return campaign if device_count == 1 else f"{campaign}@{profile}"
 
 
+def resolve_study_names(run_dir: Path, campaign: str, profiles: Sequence[str]) -> dict[str, str]:
+    """Each profile's study name in the campaign's storage: :func:`study_name`, unless the
+    profile's study exists under the other form. A campaign rerun with a device added keeps its
+    first device's study ``<campaign>`` (so that it resumes, and can seed the new device's
+    study); one rerun with a device left out keeps ``<campaign>@<profile>``. A name held by
+    another profile's study is never taken: that profile gets ``<campaign>@<profile>``."""
+    import optuna
+
+    storage = storage_url(run_dir)
+    owners: dict[str, str | None] = {}
+    if (run_dir / "study.db").is_file():
+        for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+            owner = summary.user_attrs.get("device_profile")
+            owners[summary.study_name] = None if owner is None else str(owner)
+    names = {}
+    for profile in profiles:
+        preferred = study_name(campaign, profile, len(profiles))
+        forms = [preferred, campaign, f"{campaign}@{profile}"]
+        mine = [name for name in forms if name in owners and owners[name] == profile]
+        if mine:
+            names[profile] = mine[0]
+        elif preferred in owners and owners[preferred] not in (None, profile):
+            names[profile] = f"{campaign}@{profile}"
+        else:
+            names[profile] = preferred
+    return names
+
+
+#: Study attribute holding :func:`device_peaks` of the study's device profile.
+DEVICE_PEAKS_ATTR = "device_peaks"
+
+
+def device_peaks(profile: HardwareProfile) -> dict[str, Any]:
+    """The roofline figures of ``profile``, as plain JSON data: ``profile``, ``kind``,
+    ``peak_gflops`` (fp32), ``peak_gflops_by_precision``, ``peak_bandwidth_gbs`` (None where the
+    profile gives none) and ``peak_source``."""
+    return {"profile": profile.name, "kind": profile.kind, "peak_gflops": profile.peak_gflops,
+            "peak_gflops_by_precision": dict(profile.peak_gflops_by_precision),
+            "peak_bandwidth_gbs": profile.peak_bandwidth_gbs, "peak_source": profile.peak_source}
+
+
 def open_experiment_studies(experiment: Experiment,
                             evaluated: Collection[str] | None = None) -> dict[str, optuna.Study]:
     """The studies of a campaign (see :func:`open_studies`), its baseline queued first in each new
-    one. SpecError, before any study is touched, when the sampler or baseline does not fit the
-    space.
+    one, then (``search.warm_start``) the front of another device's study
+    (:func:`dse.search.warm_start.seed_new_studies`). SpecError, before any study is touched,
+    when the sampler, baseline or warm start does not fit the experiment.
 
     ``evaluated``: the profiles whose candidates an evaluator or a replay table measures, as the
     search loop is told (the capability table does not narrow what they are offered); by
@@ -354,18 +404,30 @@ def open_experiment_studies(experiment: Experiment,
     plans = {} if baseline is None else {
         p.name: plan_baseline(baseline, experiment.space, p, capabilities=p.name not in evaluated)
         for p in experiment.devices}
-    return open_studies(experiment.run_dir, experiment.name, experiment.space,
-                        experiment.spec.sampler, [p.name for p in experiment.devices], plans)
+    studies = open_studies(experiment.run_dir, experiment.name, experiment.space,
+                           experiment.spec.sampler, [p.name for p in experiment.devices], plans)
+    for profile in experiment.devices:
+        # The report has only the study: it draws the roofline's ceilings from these. Written on
+        # every open, so a profile whose peaks were corrected shows the corrected ceilings.
+        studies[profile.name].set_user_attr(DEVICE_PEAKS_ATTR, device_peaks(profile))
+    if experiment.spec.search.warm_start.enabled:
+        # Imported here: warm_start plans its seeds with this module's baseline machinery.
+        from dse.search.warm_start import seed_new_studies
+
+        seed_new_studies(experiment, studies, evaluated)
+    return studies
 
 
 def open_studies(run_dir: Path, campaign: str, space: SearchSpace, sampler: SamplerSpec,
                  profiles: list[str],
                  baselines: Mapping[str, BaselinePlan] | None = None) -> dict[str, optuna.Study]:
     """One study per device profile (see :func:`study_name`), created or resumed; ``baselines``
-    holds each profile's baseline (see :func:`open_study`)."""
+    holds each profile's baseline (see :func:`open_study`). A profile that already has a study
+    under the other form of the name (the campaign gained or lost a device since) resumes it."""
+    names = resolve_study_names(run_dir, campaign, profiles)
     studies = {}
     for profile in profiles:
-        study = open_study(run_dir, study_name(campaign, profile, len(profiles)), space, sampler,
+        study = open_study(run_dir, names[profile], space, sampler,
                            (baselines or {}).get(profile))
         study.set_user_attr("campaign", campaign)
         study.set_user_attr("device_profile", profile)

@@ -21,8 +21,11 @@ from dse.spec.models import (
     ObjectiveSpec,
     RangeParam,
     SamplerSpec,
+    ScreeningSpec,
     SearchSpace,
+    SearchSpec,
     TrainingSpec,
+    WarmStartSpec,
 )
 
 __all__ = [
@@ -39,8 +42,11 @@ __all__ = [
     "ObjectiveSpec",
     "RangeParam",
     "SamplerSpec",
+    "ScreeningSpec",
     "SearchSpace",
+    "SearchSpec",
     "TrainingSpec",
+    "WarmStartSpec",
     "guess_kind",
     "load_experiment_files",
     "load_model",

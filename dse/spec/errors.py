@@ -61,7 +61,7 @@ def _allowed_keys(root: type[BaseModel], loc: tuple[int | str, ...]) -> list[str
         if not following:  # a dict key (e.g. a backend name): stay on the dict's value models
             continue
         current = following
-    return sorted(current[0].model_fields) if current else []
+    return sorted(f.alias or n for n, f in current[0].model_fields.items()) if current else []
 
 
 def describe_validation_error(file: Path, root: type[BaseModel], error: ValidationError) -> list[str]:

@@ -74,6 +74,20 @@ def load_profile(path: Path) -> HardwareProfile:
     return profile.model_copy(update={"table": table})
 
 
+def load_search_space(path: Path) -> SearchSpace:
+    """A search space, with the ONNX model file it names (if any) resolved against its folder and
+    checked to exist."""
+    space = load_model(path, SearchSpace)
+    model = space.model
+    if model is None or model.onnx is None:
+        return space
+    onnx_path = (path.parent / model.onnx).resolve()
+    if not onnx_path.is_file():
+        raise SpecError([f"{path}: model.onnx: file not found: {onnx_path}"])
+    resolved = model.model_copy(update={"onnx": str(onnx_path)})
+    return space.model_copy(update={"model": resolved})
+
+
 def resolve_evaluator(reference: str, where: str) -> Evaluator:
     """The function ``module:function`` names; SpecError starting with ``where`` when the module
     cannot be imported or has no such callable."""
@@ -145,7 +159,7 @@ def load_experiment_files(path: Path) -> Experiment:
     space: SearchSpace | None = None
     devices: list[HardwareProfile] = []
     try:
-        space = load_model(path.parent / spec.search_space, SearchSpace)
+        space = load_search_space(path.parent / spec.search_space)
     except SpecError as exc:
         problems.extend(exc.problems)
     for index, device_path in enumerate(spec.devices):

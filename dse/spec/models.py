@@ -30,8 +30,8 @@ BackendName = Literal["onnxruntime", "onnxruntime_cuda", "onnxruntime_tensorrt",
                       "torch_compile"]
 Precision = Literal["fp32", "fp16", "bf16", "int8", "fp8"]
 DeviceKind = Literal["cpu", "cuda", "jetson", "replay"]
-FamilyName = Literal["cnn"]
-DatasetName = Literal["digits"]
+FamilyName = Literal["cnn", "transformer"]
+DatasetName = Literal["digits", "sequences"]
 SamplerName = Literal["tpe", "nsga2", "nsga3", "gp", "random", "grid"]
 ProbeName = Literal["process_memory", "rapl", "thermal_zones", "cpufreq", "cpu_throttle",
                     "jetson_power", "jetson_clocks", "tegrastats", "nvml", "cuda_memory"]
@@ -80,13 +80,67 @@ ParamSpec = Annotated[
 ]
 
 
-class ModelSpec(Strict):
-    """Which model family is searched, and its architecture parameters."""
+_MODULE_FUNCTION = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 
-    family: FamilyName = Field(description="Model family that turns arch parameters into a model.")
-    dataset: DatasetName = Field(default="digits", description="Dataset the accuracy is trained on.")
+
+def _module_function(value: str) -> str:
+    if not _MODULE_FUNCTION.match(value):
+        raise ValueError(f"must read module:function (e.g. dse.examples.evaluators:zdt1), "
+                         f"got {value!r}")
+    return value
+
+
+EvaluatorRef = Annotated[str, AfterValidator(_module_function)]
+
+
+class ModelSpec(Strict):
+    """Where the models come from — a built-in family, the user's own torch factory, or a fixed
+    ONNX file (exactly one) — and the architecture parameters searched."""
+
+    family: FamilyName | None = Field(
+        default=None, description="Built-in family that turns arch parameters into a model.")
+    factory: EvaluatorRef | None = Field(
+        default=None,
+        description="Your own torch model, module:function: called with the arch parameters (a "
+                    "dict), it returns a torch.nn.Module, or (module, example input batch).")
+    onnx: str | None = Field(
+        default=None,
+        description="A fixed ONNX model file (relative to this file): precision, batch size, "
+                    "backend and knobs are searched, the architecture is not.")
+    input_shape: list[Annotated[int, Field(ge=1)]] | None = Field(
+        default=None,
+        description="One sample's shape (no batch axis), for a factory that returns only a "
+                    "module.")
+    dataset: DatasetName | None = Field(
+        default=None,
+        description="Dataset the accuracy is trained (family, factory) or evaluated (onnx) on; "
+                    "a family's default is its own (cnn: digits, transformer: sequences).")
+    evaluator: EvaluatorRef | None = Field(
+        default=None,
+        description="Your accuracy evaluator, module:function: handed the deployed model "
+                    "(dse.DeployedModel), returns {metric: value}.")
     arch: dict[str, ParamSpec] = Field(
+        default_factory=dict,
         description="Architecture parameters: a list of choices or a {low, high} range each.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelSpec:
+        given = [key for key in ("family", "factory", "onnx") if getattr(self, key) is not None]
+        if len(given) != 1:
+            raise ValueError(f"a model needs exactly one of family, factory or onnx; got "
+                             f"{', '.join(given) or 'none'}")
+        if self.onnx is not None and self.arch:
+            raise ValueError("an onnx model has a fixed architecture: remove arch (search "
+                             "precision, batch size and backend under deployment)")
+        if self.input_shape is not None and self.factory is None:
+            raise ValueError("input_shape is for a factory that returns only a module; a family "
+                             "or an ONNX file knows its own")
+        return self
+
+    @property
+    def source(self) -> str:
+        """``family``, ``factory`` or ``onnx``."""
+        return "family" if self.family else "factory" if self.factory else "onnx"
 
 
 class TrainingSpec(Strict):
@@ -181,17 +235,6 @@ def _check_metric(name: str) -> None:
 
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 REPLAY_TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
-_MODULE_FUNCTION = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
-
-
-def _module_function(value: str) -> str:
-    if not _MODULE_FUNCTION.match(value):
-        raise ValueError(f"must read module:function (e.g. dse.examples.evaluators:zdt1), "
-                         f"got {value!r}")
-    return value
-
-
-EvaluatorRef = Annotated[str, AfterValidator(_module_function)]
 
 # Names a free parameter may not take: they would collide with the candidate's own fields in
 # result tables (``param.backend``) and in the Optuna study.
@@ -446,6 +489,71 @@ class SamplerSpec(Strict):
                     "100-150).")
 
 
+_WARM_START_WORDS = {"auto": {}, "off": {"enabled": False}}
+
+
+class WarmStartSpec(Strict):
+    """Seeding a device's new study with the feasible Pareto front of another device's study of
+    the campaign (in the same storage). Written ``auto``, ``off``, or ``{from: <profile>,
+    max_trials: N}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True,
+                              validate_by_alias=True)
+
+    enabled: bool = Field(default=True, description="Seed new studies at all (off: false).")
+    source: str | None = Field(
+        default=None, alias="from", pattern=NAME_PATTERN,
+        description="Device profile whose study seeds the others (none: the study with the most "
+                    "completed trials).")
+    max_trials: int | None = Field(
+        default=None, ge=1,
+        description="At most this many seeded trials per study (none: half the budget).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _words(cls, data: object) -> object:
+        # YAML 1.1 reads a bare `off` as false and `on` as true.
+        if isinstance(data, bool):
+            data = "auto" if data else "off"
+        if isinstance(data, str):
+            if data not in _WARM_START_WORDS:
+                raise ValueError(f"warm_start must be auto, off or {{from: <profile>, "
+                                 f"max_trials: N}}, got {data!r}")
+            return _WARM_START_WORDS[data]
+        return data
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: Any, handler: Any) -> Any:
+        return {"anyOf": [{"enum": list(_WARM_START_WORDS), "type": "string"}, handler(schema)]}
+
+
+class ScreeningSpec(Strict):
+    """Multi-fidelity measurement: a short screening timing for every candidate; the full
+    protocol only for those that could still enter the device's noise-aware front."""
+
+    enabled: bool = Field(default=False, description="Screen candidates before the full protocol.")
+    target_rel_ci: float = Field(
+        default=0.05, gt=0, lt=1,
+        description="Screening stops once the 95% CI of the median is within ± this fraction.")
+    max_seconds: float = Field(default=0.5, gt=0,
+                               description="Most seconds of screening timing per candidate.")
+    margin: float = Field(
+        default=0.05, ge=0, lt=1,
+        description="Optimism for metrics measured without a confidence interval (memory, "
+                    "energy, throughput): a screened value counts as this fraction better.")
+
+
+class SearchSpec(Strict):
+    """How the search spends device time across devices and measurement fidelities."""
+
+    warm_start: WarmStartSpec = Field(
+        default_factory=WarmStartSpec,
+        description="auto, off, or {from: <profile>, max_trials: N}: seed a device's new study "
+                    "with another device's front.")
+    screening: ScreeningSpec = Field(default_factory=ScreeningSpec,
+                                     description="Screening measurement before the full one.")
+
+
 class BaselineSpec(Strict):
     """The user's current configuration: measured first on every device that can run it, and
     the reference every trial is reported against. It names a value for each parameter of the
@@ -545,6 +653,8 @@ class ExperimentSpec(Strict):
                     "device but replay ones instead of the farm: function(candidate) -> "
                     "{metric: value}. The module must be importable.")
     sampler: SamplerSpec = Field(default_factory=SamplerSpec, description="Sampler settings.")
+    search: SearchSpec = Field(default_factory=SearchSpec,
+                               description="Warm start across devices and screening.")
     baseline: BaselineSpec | None = Field(
         default=None,
         description="The current configuration, measured first and reported against (none: no "

@@ -66,10 +66,11 @@ def test_int8_runs_close_to_fp32_but_not_equal(int8_onnx: Path, fp32_onnx: Path,
 
 
 def test_bad_calibration_is_a_build_error(fp32_onnx: Path, tmp_path: Path) -> None:
-    with pytest.raises(BuildError, match=r"non-empty \(N, C, H, W\) array, got shape \(0, 1, 8, 8\)"):
+    with pytest.raises(BuildError,
+                       match=r"non-empty \(N, \*sample_shape\) array, got shape \(0, 1, 8, 8\)"):
         quantize_int8(fp32_onnx, tmp_path / "q.onnx", np.zeros((0, 1, 8, 8), np.float32))
-    with pytest.raises(BuildError, match=r"got shape \(8, 8\)"):
-        quantize_int8(fp32_onnx, tmp_path / "q.onnx", np.zeros((8, 8), np.float32))
+    with pytest.raises(BuildError, match=r"got shape \(8,\)"):
+        quantize_int8(fp32_onnx, tmp_path / "q.onnx", np.zeros((8,), np.float32))
 
 
 def test_a_broken_model_is_a_build_error(tmp_path: Path, build_split: DigitsSplit) -> None:

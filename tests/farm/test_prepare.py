@@ -23,7 +23,9 @@ FAST = TrainingSpec(epochs=2, batch_size=64, learning_rate=0.02, seed=0, threads
 PROFILE = HardwareProfile(name="test-cpu", kind="cpu", backends=["onnxruntime", "torch"],
                           precisions=["fp32", "int8"], max_threads=1)
 METRICS = {"accuracy", "params_m", "model_size_mb", "build_seconds", "train_seconds",
-           "max_abs_error", "rel_l2_error", "top1_agreement", "first_call_ms"}
+           "max_abs_error", "rel_l2_error", "top1_agreement", "first_call_ms", "macs_m",
+           "flops_m", "weight_mb", "activation_mb", "arithmetic_intensity", "proxy_synflow",
+           "proxy_naswot", "proxy_grad_norm"}
 
 
 def _candidate(backend: str, precision: str, batch_size: int = 8, **changes: Any) -> Candidate:
@@ -165,3 +167,14 @@ def test_torch_compile_reports_its_compile_time_as_a_metric(
         assert compiled.metrics["compile_seconds"] > 0
         assert compiled.metrics["top1_agreement"] == 1.0
     assert "compile_seconds" not in prepared["fp32"].metrics  # ONNX Runtime compiles nothing here
+
+
+def test_graph_statistics_describe_the_architecture(
+        prepared: dict[str, PreparedCandidate]) -> None:
+    """MACs are the architecture's, whatever runtime or precision deploys it; int8 weights take a
+    quarter of the bytes or so (int32 biases and scales keep it above exactly a quarter)."""
+    fp32, int8, eager = (prepared[k].metrics for k in ("fp32", "int8", "torch"))
+    assert fp32["macs_m"] == int8["macs_m"] == eager["macs_m"] > 0
+    assert fp32["flops_m"] >= 2 * fp32["macs_m"]
+    assert 0.2 * fp32["weight_mb"] < int8["weight_mb"] < 0.5 * fp32["weight_mb"]
+    assert fp32["arithmetic_intensity"] > 0

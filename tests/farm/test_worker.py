@@ -39,6 +39,9 @@ def test_offline_and_sustained_runs_add_their_metrics(tmp_path: Path) -> None:
     assert len(result.samples["trace.process_memory.rss_mb [MB]"]) == len(times)
     for name in ("power_mean_w", "temperature_peak_c"):
         assert name in m or result.missing[name]
+    # The graph's FLOPs per call over the median call's time.
+    assert m["achieved_gflops"] == (
+        m["flops_m"] * 1e6 * 4 / (m["latency_p50_ms"] / 1e3) / 1e9)
 
 
 def test_a_candidate_the_device_cannot_run_is_infeasible_not_an_error(tmp_path: Path) -> None:

@@ -1,0 +1,54 @@
+"""The datasets accuracy is trained and evaluated on, by name, and the stand-in inputs of a model
+that has none.
+
+``digits`` holds 1x8x8 images; ``sequences`` is generated at any length, with a fixed number of
+features per step. A model's sample shape must be one its dataset can provide.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dse.quality.digits import DigitsSplit, load_digits_split
+
+DATASETS = ("digits", "sequences")
+DIGITS_SHAPE = (1, 8, 8)
+# Enough rows for fidelity and int8 calibration, few enough to run in a moment on any backend.
+SYNTHETIC_ROWS = 256
+
+
+def dataset_problem(name: str, sample_shape: tuple[int, ...]) -> str | None:
+    """Why dataset ``name`` cannot feed samples of ``sample_shape``; None when it can."""
+    if name == "digits":
+        if tuple(sample_shape) != DIGITS_SHAPE:
+            return f"dataset digits holds 1x8x8 images; the model takes {list(sample_shape)}"
+        return None
+    if name == "sequences":
+        from dse.quality.sequences import FEATURES
+
+        if len(sample_shape) != 2 or sample_shape[1] != FEATURES:
+            return (f"dataset sequences holds (length, {FEATURES}) sequences; the model takes "
+                    f"{list(sample_shape)}")
+        return None
+    return f"unknown dataset {name!r}; known: {', '.join(DATASETS)}"
+
+
+def load_split(name: str, seed: int, sample_shape: tuple[int, ...]) -> DigitsSplit:
+    """The train/test split of dataset ``name`` for samples of ``sample_shape``; the same seed
+    gives the same split. Raises ValueError when the dataset cannot feed that shape."""
+    problem = dataset_problem(name, sample_shape)
+    if problem is not None:
+        raise ValueError(problem)
+    if name == "digits":
+        return load_digits_split(seed)
+    from dse.quality.sequences import load_sequence_split
+
+    return load_sequence_split(seed, sample_shape[0], sample_shape[1])
+
+
+def synthetic_inputs(sample_shape: tuple[int, ...], seed: int,
+                     rows: int = SYNTHETIC_ROWS) -> np.ndarray:
+    """Standard-normal float32 inputs for a model without a dataset: they calibrate int8 and
+    measure fidelity against fp32 (no accuracy can come from them)."""
+    generator = np.random.default_rng(seed)
+    return generator.standard_normal((rows, *sample_shape), dtype=np.float32)

@@ -209,13 +209,24 @@ def _undominated(points: FloatArray, pessimistic: FloatArray,
     ``pessimistic`` ends with the dominated row's ``optimistic`` ends; NaN rows are never kept."""
     mask = np.zeros(len(points), dtype=bool)
     candidates = np.flatnonzero(~np.isnan(points).any(axis=1))
-    worse_ends = pessimistic[candidates]
-    for i in candidates:
-        target = optimistic[i]
-        dominated = np.any(np.all(worse_ends <= target, axis=1)
-                           & np.any(worse_ends < target, axis=1))
-        mask[i] = not dominated
+    if not len(candidates):
+        return mask
+    # Whatever a row's pessimistic ends dominate, the non-dominated set of those ends dominates
+    # too (dominance is transitive, strictness included), and that set is small: compare every
+    # row with it alone. Row by row against every row took 6.6 s for 10,000 trials.
+    dominators = _nondominated(pessimistic[candidates])
+    block = max(1, _BLOCK_CELLS // max(1, dominators.size))
+    for first in range(0, len(candidates), block):
+        rows = candidates[first:first + block]
+        targets = optimistic[rows][:, np.newaxis, :]
+        dominated = (np.all(dominators <= targets, axis=2)
+                     & np.any(dominators < targets, axis=2)).any(axis=1)
+        mask[rows] = ~dominated
     return mask
+
+
+# Cells of the comparison arrays per block (~8 MB of booleans).
+_BLOCK_CELLS = 8_000_000
 
 
 def _nondominated(points: FloatArray) -> FloatArray:

@@ -291,3 +291,27 @@ def test_public_api() -> None:
     assert dse.hypervolume is hypervolume
     assert dse.hypervolume_history is hypervolume_history
     assert dse.noise_aware_mask is noise_aware_mask
+
+
+def test_undominated_rows_match_the_definition_on_random_and_tied_points() -> None:
+    """The fast front (compare with the non-dominated set of the pessimistic ends only) keeps
+    exactly the rows the definition keeps: no row's pessimistic ends dominate its optimistic ones."""
+    from dse.search.pareto import _undominated
+
+    def by_definition(pessimistic: np.ndarray, optimistic: np.ndarray) -> np.ndarray:
+        keep = np.zeros(len(optimistic), dtype=bool)
+        valid = ~np.isnan(optimistic).any(axis=1)
+        for i in np.flatnonzero(valid):
+            others = pessimistic[valid]
+            keep[i] = not np.any(np.all(others <= optimistic[i], axis=1)
+                                 & np.any(others < optimistic[i], axis=1))
+        return keep
+
+    rng = np.random.default_rng(7)
+    for shape, integers in [((300, 2), False), ((300, 3), False), ((200, 4), True)]:
+        points = (rng.integers(0, 4, shape) if integers else rng.random(shape)).astype(float)
+        points[5] = np.nan
+        points[9] = points[10]  # a tie
+        for margin in (0.0, 0.05):
+            low, high = points - margin, points + margin
+            assert (_undominated(points, high, low) == by_definition(high, low)).all()

@@ -132,8 +132,10 @@ class CampaignResult:
 
 
 def write_report(experiment: Experiment) -> tuple[Path, Path, Path]:
-    """Write trials.parquet, pareto.csv and the dashboard of a campaign; returns their paths."""
+    """Write trials.parquet, pareto.csv and the dashboard of a campaign, and refresh the
+    dashboards folder's index.html; returns the first three paths."""
     from dse.report import write_dashboard
+    from dse.report.index import write_index
     from dse.results import load_campaign, write_results
 
     _declare_metrics(experiment)
@@ -142,6 +144,7 @@ def write_report(experiment: Experiment) -> tuple[Path, Path, Path]:
                                   [o.metric for o in experiment.space.objectives])
     dashboard = write_dashboard(experiment.run_dir, experiment.dashboard_path,
                                 title=experiment.name)
+    write_index(dashboard.parent)
     return trials, front, dashboard
 
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from dse.api import CampaignResult
     from dse.farm.devices import DeviceInfo
     from dse.search.loop import TrialOutcome
+    from dse.spec import Experiment
 
 app = typer.Typer(
     help="Hardware-aware design-space exploration: search architecture and deployment stack "
@@ -221,16 +222,51 @@ def _print_search_extras(console: Console, result: CampaignResult) -> None:
 
 
 @app.command("report")
-def report_cmd(experiment: Annotated[Path, typer.Argument(help="Campaign YAML.")]) -> None:
-    """Write trials.parquet, pareto.csv and the HTML dashboard of a campaign's run."""
+def report_cmd(
+        experiment: Annotated[Path, typer.Argument(help="Campaign YAML.")],
+        serve: Annotated[bool, typer.Option(
+            help="Serve the dashboards folder on http://127.0.0.1:PORT/ and rebuild this "
+                 "campaign's page whenever its study changes; Ctrl-C stops.")] = False,
+        port: Annotated[int, typer.Option(help="Port for --serve (127.0.0.1 only; 0: any free "
+                                               "port).")] = 8000,
+        refresh: Annotated[float, typer.Option(help="Seconds between reloads of a live page "
+                                                    "(--serve).")] = 5.0) -> None:
+    """Write trials.parquet, pareto.csv, the HTML dashboard and dashboards/index.html of a
+    campaign's run; with --serve, serve them on localhost and keep them current while it runs."""
     from dse.api import load_experiment, write_report
 
     try:
-        paths = write_report(load_experiment(experiment))
+        loaded = load_experiment(experiment)
+        if serve:
+            _serve_dashboards(loaded, port, refresh)
+            return
+        paths = write_report(loaded)
     except DseError as exc:
         raise _fail(exc) from None
     for path in paths:
         print(path)
+
+
+def _serve_dashboards(experiment: Experiment, port: int, refresh: float) -> None:
+    """Serve until Ctrl-C; a campaign not started yet gets a page that waits for it."""
+    from dse.api import write_report
+    from dse.report.serve import DashboardServer, LiveCampaign
+    from dse.results.export import STUDY_FILE
+
+    if (experiment.run_dir / STUDY_FILE).is_file():
+        write_report(experiment)  # the tables current too, not only the page
+    server = DashboardServer(experiment.dashboard_path.parent,
+                             [LiveCampaign(experiment.run_dir, experiment.name)],
+                             port=port, refresh_seconds=refresh)
+    console = _console()
+    console.print(f"serving {experiment.dashboard_path.parent} on {server.url} (this machine "
+                  f"only): {server.url}{experiment.dashboard_path.name}; Ctrl-C stops",
+                  markup=False, soft_wrap=True)
+    with server:
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            console.print("stopped serving", markup=False)
 
 
 cluster_app = typer.Typer(help="Start or stop a device farm's Ray head on this machine.",

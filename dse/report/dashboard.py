@@ -11,21 +11,36 @@ import optuna
 import pandas as pd
 import plotly.graph_objects as go
 
+from dse.report.distributions import (
+    LatencyDistributionsInfo,
+    latency_distributions_figure,
+    latency_distributions_info,
+)
+from dse.report.history import (
+    HypervolumeHistoryInfo,
+    hypervolume_history_figure,
+    hypervolume_history_info,
+)
 from dse.report.info import (
     ParallelCoordinatesInfo,
     ParetoScatterInfo,
     parallel_coordinates_info,
     pareto_scatter_info,
+    trial_provenance,
 )
-from dse.report.page import Section, message_html, page_html, table_html
-from dse.report.render import figure_html, parallel_figure, scatter_figure
+from dse.report.page import Section, comparison_html, message_html, page_html, table_html
+from dse.report.render import figure_html, parallel_figure, scatter3d_figure, scatter_figure
+from dse.report.roofline import RooflineInfo, roofline_figure, roofline_info
 from dse.report.summary import (
+    DeviceComparisonInfo,
     SummaryInfo,
     TableInfo,
+    device_comparison_info,
     front_table_info,
     portable_table_info,
     summary_info,
 )
+from dse.report.traces import TracesInfo, traces_figure, traces_info
 from dse.results import (
     atomic_write_text,
     front_frame,
@@ -45,25 +60,40 @@ class DashboardInfo(NamedTuple):
     parallel: ParallelCoordinatesInfo
     front: TableInfo
     portable: TableInfo | None  # None for a single-device campaign
+    history: HypervolumeHistoryInfo
+    latencies: LatencyDistributionsInfo
+    traces: TracesInfo
+    roofline: RooflineInfo
     screening: TableInfo | None = None  # None when no trial was screened
+    devices: DeviceComparisonInfo | None = None  # None for a single-device campaign
 
 
-def dashboard_info(study: optuna.Study | Sequence[optuna.Study]) -> DashboardInfo:
+def dashboard_info(study: optuna.Study | Sequence[optuna.Study],
+                   run_dir: Path | None = None) -> DashboardInfo:
     """Read the study (or a multi-device campaign's studies) once and derive every panel from the
-    same trials table."""
+    same trials table and one front. ``run_dir`` is where the raw samples live (latency
+    distributions and traces say they have none without it)."""
     studies = [study] if isinstance(study, optuna.Study) else list(study)
     trials: pd.DataFrame = trials_frame(studies)
     first = studies[0]
     objectives = study_objectives(first)
     campaign = str(first.user_attrs.get("campaign") or first.study_name)
+    # The front is the costly part of a large study: computed once, shared by every panel.
+    front = front_frame(trials, objectives)
+    several = trials["device"].nunique() > 1
     return DashboardInfo(
         summary=summary_info(trials, campaign, objectives, study_constraints(first)),
-        scatter=pareto_scatter_info(trials, objectives),
+        scatter=pareto_scatter_info(trials, objectives, provenance=trial_provenance(studies),
+                                    front=front),
         parallel=parallel_coordinates_info(trials, objectives),
-        front=front_table_info(front_frame(trials, objectives), objectives),
-        portable=portable_table_info(front_frame(trials, objectives))
-        if trials["device"].nunique() > 1 else None,
+        front=front_table_info(front, objectives),
+        portable=portable_table_info(front) if several else None,
+        history=hypervolume_history_info(trials, objectives),
+        latencies=latency_distributions_info(trials, objectives, studies, run_dir, front=front),
+        traces=traces_info(trials, objectives, studies, run_dir, front=front),
+        roofline=roofline_info(trials, objectives, studies, front=front),
         screening=screening_table_info(trials),
+        devices=device_comparison_info(trials, objectives, front) if several else None,
     )
 
 
@@ -83,8 +113,21 @@ def dashboard_html(info: DashboardInfo, title: str | None = None) -> str:
     panels: list[tuple[str, str, str | None, Callable[[], go.Figure], str]] = [
         ("Pareto front", "dse-pareto", info.scatter.empty_reason,
          partial(scatter_figure, info.scatter), info.scatter.note),
+    ]
+    if info.scatter.empty_reason is None and info.scatter.triples:
+        panels.append(("Pareto front in 3-D", "dse-pareto-3d", None,
+                       partial(scatter3d_figure, info.scatter), ""))
+    panels += [
         ("Parameters and objectives", "dse-parallel", info.parallel.empty_reason,
          partial(parallel_figure, info.parallel), ""),
+        ("Hypervolume history", "dse-hypervolume", info.history.empty_reason,
+         partial(hypervolume_history_figure, info.history), info.history.note),
+        ("Latency distributions of the front", "dse-latency", info.latencies.empty_reason,
+         partial(latency_distributions_figure, info.latencies), info.latencies.note),
+        ("Power, temperature and clock traces", "dse-traces", info.traces.empty_reason,
+         partial(traces_figure, info.traces), info.traces.note),
+        ("Roofline", "dse-roofline", info.roofline.empty_reason,
+         partial(roofline_figure, info.roofline), info.roofline.note),
     ]
     sections = []
     plotlyjs_included = False
@@ -98,6 +141,8 @@ def dashboard_html(info: DashboardInfo, title: str | None = None) -> str:
             body += "\n" + message_html(note, kind="note")
         sections.append(Section(heading, body))
     sections.append(Section("Configurations on the front", table_html(info.front)))
+    if info.devices is not None:
+        sections.append(Section("Devices compared", comparison_html(info.devices)))
     if info.portable is not None:
         sections.append(Section("Portable front: architectures on several devices' fronts",
                                 table_html(info.portable)))
@@ -110,5 +155,5 @@ def dashboard_html(info: DashboardInfo, title: str | None = None) -> str:
 def write_dashboard(run_dir: Path, out_path: Path, title: str | None = None) -> Path:
     """Write the dashboard of the campaign in ``run_dir`` to ``out_path`` (atomically, so a
     browser reloading during a run never sees half a page); returns ``out_path``."""
-    info = dashboard_info(load_campaign(run_dir))
+    info = dashboard_info(load_campaign(run_dir), run_dir)
     return atomic_write_text(out_path, dashboard_html(info, title))

@@ -8,26 +8,41 @@ and a test can check. A panel with nothing to draw says why in ``empty_reason``.
 from __future__ import annotations
 
 import html
+import itertools
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
+import optuna
 import pandas as pd
 
 from dse.metrics import Direction, find_metric
-from dse.report.values import label, sort_key
+from dse.report.values import (
+    VALUE_LIMIT,
+    TrialKey,
+    TrialProvenance,
+    clip,
+    constraint_metrics,
+    device_provenance,
+    hover_table,
+    label,
+    sort_key,
+    trial_keys,
+)
 from dse.results import (
     PARAM_PREFIX,
     competing_mask,
     front_frame,
     metric_column,
-    metric_columns,
-    metric_name,
     outcomes,
     param_columns,
 )
 from dse.results.dtypes import is_missing
 
 NOT_APPLICABLE = "n/a"
+FRONT_NAME = "Pareto front"
+"""The legend name of the trace of front points (a browser test looks it up by this name)."""
+
+PointKind = Literal["feasible", "infeasible", "failed", "front"]
 
 
 class AxisInfo(NamedTuple):
@@ -44,27 +59,51 @@ def _wants_log(values: pd.Series) -> bool:
 
 
 class PointGroup(NamedTuple):
-    """Points drawn alike: one backend/precision pair, the infeasible ones, or the front."""
+    """Points drawn alike: one backend/precision pair's feasible trials, the infeasible ones, the
+    failed ones, or the front. A group spans devices; each point carries its own."""
 
     name: str
+    kind: PointKind
+    devices: list[str]
     trials: list[int]
-    x: list[float]
-    y: list[float]
+    values: list[list[float]]
+    """One list per axis of the scatter (``ParetoScatterInfo.axes``), one value per point."""
     on_front: list[bool]
-    hover: list[str]
+    hover: list[list[str]]
+    """Per point, its text for each of ``ParetoScatterInfo.hover_fields`` ('' where none)."""
 
 
 class ParetoScatterInfo(NamedTuple):
-    x_axis: AxisInfo | None
-    y_axis: AxisInfo | None
+    """Each device's Pareto front among all its plotted trials, seen along any pair of axes (2-D)
+    or, with three axes or more, any three of them (3-D)."""
+
+    axes: list[AxisInfo]
+    """The objectives (or the metrics asked for), in order; pairs and triples index them."""
+    pairs: list[tuple[int, int]]
+    """(x, y) of every pair of axes, the default view first: the second axis across, the first
+    up."""
+    joined: list[bool]
+    """Per pair: True when its axes are exactly the two objectives, so joining the front is
+    meaningful."""
+    triples: list[tuple[int, int, int]]
+    """(x, y, z) of every three axes, the first axis up; empty with fewer than three."""
+    devices: list[str]
+    """Devices with plotted points, sorted; the first is the default view."""
     groups: list[PointGroup]
     """Measured feasible trials, one group per ``backend/precision``, sorted by name."""
     infeasible: PointGroup
-    """Trials with both values that are infeasible or failed: shown, never on the front."""
+    """Measured trials that violate a constraint or that their device cannot run: shown, never on
+    the front."""
+    failed: PointGroup
+    """Trials that failed yet report every axis value: shown, never on the front."""
     front: PointGroup
-    """The Pareto front over all objectives, sorted by x."""
-    front_is_line: bool
-    """True when the plot's axes are exactly the objectives, so joining the front is meaningful."""
+    """Each device's Pareto front over all objectives, by device, then sorted along the x axis of
+    the first joined pair (else of the default pair)."""
+    hover_fields: list[str]
+    """Labels (HTML-escaped) of the per-point hover texts: trial, outcome, every parameter, the
+    objective and constraint metrics, and the provenance that varies within a device."""
+    device_notes: dict[str, list[str]]
+    """Per device, the provenance lines (HTML-escaped) true of all its plotted trials."""
     note: str
     """What is not drawn: trials without values, trials still running."""
     empty_reason: str | None
@@ -98,42 +137,119 @@ def axis_title(name: str) -> str:
     return f"{spec.column} ({better} is better)"
 
 
-def pareto_scatter_info(trials: pd.DataFrame, objectives: Sequence[str], x: str | None = None,
-                        y: str | None = None) -> ParetoScatterInfo:
-    """Data of the 2-D Pareto scatter: by default the second objective across, the first up.
+def pareto_scatter_info(trials: pd.DataFrame, objectives: Sequence[str],
+                        axes: Sequence[str] | None = None,
+                        provenance: TrialProvenance | None = None,
+                        front: pd.DataFrame | None = None) -> ParetoScatterInfo:
+    """Data of the Pareto scatter: every pair of ``axes`` (default: the objectives) in 2-D, every
+    three in 3-D, each device's points apart.
 
-    The front is computed over all ``objectives`` (``dse.results.front_frame``); its points are
-    flagged in their groups and repeated, sorted by x, in ``front``.
+    The front is computed over all ``objectives``, each device on its own
+    (``dse.results.front_frame``); its points are flagged in their groups and repeated in
+    ``front``. A trial is plotted when it has a value on every axis. ``provenance``
+    (:func:`trial_provenance`) adds where and with what each trial was measured to the hover.
+    ``front`` is ``front_frame(trials, objectives)`` where the caller has it already (it is the
+    costly part for a large study).
     """
-    y = y if y is not None else (objectives[0] if objectives else None)
-    x = x if x is not None else (objectives[1] if len(objectives) > 1 else None)
-    if x is None or y is None:
-        reason = f"a scatter needs two metrics; the objectives are {list(objectives)}"
-        return ParetoScatterInfo(None, None, [], _no_points(), _no_points(), False, "", reason)
-    x_axis, y_axis = AxisInfo(x, axis_title(x)), AxisInfo(y, axis_title(y))
-    x_col, y_col = metric_column(x), metric_column(y)
-    if x_col not in trials.columns or y_col not in trials.columns:
-        return ParetoScatterInfo(x_axis, y_axis, [], _no_points(), _no_points(), False, "",
-                                 f"no trial has measured both {x} and {y}")
+    names = list(axes) if axes is not None else list(objectives)
+    axis_infos = [AxisInfo(name, axis_title(name)) for name in names]
+    pairs = [(j, i) for i, j in itertools.combinations(range(len(names)), 2)]
+    joined = [len(objectives) == 2 and {names[x], names[y]} == set(objectives)
+              for x, y in pairs]
+    triples = [(j, k, i) for i, j, k in itertools.combinations(range(len(names)), 3)]
+    columns = [metric_column(name) for name in names]
+    if len(names) < 2:
+        return _empty_scatter(axis_infos, f"a scatter needs two metrics; the objectives are "
+                                          f"{list(objectives)}")
+    absent = [name for name, column in zip(names, columns, strict=True)
+              if column not in trials.columns]
+    if absent:
+        return _empty_scatter(axis_infos, f"no trial has measured {' or '.join(absent)}")
 
     # A trial is (device, number): a multi-device campaign numbers each device's study from 0.
-    front_trials = set(_keys(front_frame(trials, objectives)))
-    measured = trials[trials[x_col].notna() & trials[y_col].notna()]
-    x_axis = x_axis._replace(log=_wants_log(measured[x_col]))
-    y_axis = y_axis._replace(log=_wants_log(measured[y_col]))
+    front_trials = set(trial_keys(front if front is not None else
+                                  front_frame(trials, objectives)))
+    measured = trials[trials[columns].notna().all(axis=1)]
+    axis_infos = [axis._replace(log=_wants_log(measured[column]))
+                  for axis, column in zip(axis_infos, columns, strict=True)]
+    shared = device_provenance(measured, provenance)
+    hover = hover_table(measured, [*names, *constraint_metrics(trials)], provenance, shared)
+
     competing = competing_mask(measured)
-    groups = [_group(name, rows, x_col, y_col, front_trials)
+    failed = ~competing & ~outcomes(measured).isin(["ok", "infeasible"])
+    parts = _Parts(measured, columns, front_trials, hover.rows)
+    groups = [parts.group(name, "feasible", rows.index)
               for name, rows in _by_stack(measured[competing])]
-    infeasible = _group("infeasible or failed", measured[~competing], x_col, y_col, set())
+    # The front of each device, ordered along the axis its line is drawn on.
+    along = pairs[joined.index(True)] if any(joined) else pairs[0]
     on_front = measured[_among(measured, front_trials)]
-    front = _group("Pareto front", on_front.sort_values([x_col, y_col, "trial"], kind="mergesort"),
-                   x_col, y_col, front_trials)
-    plotted = set(_keys(measured))
-    note = _note(trials[~_among(trials, plotted)], x, y)
-    empty_reason = None if len(measured) else f"no trial has measured both {x} and {y} yet"
-    return ParetoScatterInfo(x_axis, y_axis, groups, infeasible, front,
-                             set(objectives) == {x, y} and len(objectives) == 2, note,
-                             empty_reason)
+    on_front = on_front.assign(_device=on_front["device"].astype("string").fillna("")).sort_values(
+        ["_device", columns[along[0]], columns[along[1]], "trial"], kind="mergesort")
+
+    devices = sorted({device for device, _ in trial_keys(measured)})
+    notes = {device: [html.escape(clip(f"{key}: {value}", VALUE_LIMIT), quote=False)
+                      for key, value in shared.get(device, {}).items()] for device in devices}
+    plotted = set(trial_keys(measured))
+    empty_reason = None if len(measured) else f"no trial has measured {_all_of(names)} yet"
+    return ParetoScatterInfo(
+        axis_infos, pairs, joined, triples, devices, groups,
+        parts.group("infeasible", "infeasible", measured.index[~competing & ~failed]),
+        parts.group("failed", "failed", measured.index[failed]),
+        parts.group(FRONT_NAME, "front", on_front.index), hover.fields, notes,
+        _note(trials[~_among(trials, plotted)], names), empty_reason)
+
+
+def trial_provenance(study: optuna.Study | Sequence[optuna.Study]) -> dict[TrialKey, dict[str, str]]:
+    """What each measured trial recorded of where and with what it ran (its ``provenance`` user
+    attribute, and the ``device_id`` of the physical device), keyed as the trials table
+    identifies a trial: (device, number). A trial that reuses another's measurement
+    (``reused_from``) carries that trial's provenance."""
+    studies = [study] if isinstance(study, optuna.Study) else list(study)
+    found: dict[TrialKey, dict[str, str]] = {}
+    reuses: dict[TrialKey, TrialKey] = {}
+    for one in studies:
+        for trial in one.get_trials(deepcopy=False):
+            attrs = trial.user_attrs
+            device = str((attrs.get("candidate") or {}).get("device_profile") or "")
+            record = {str(k): str(v) for k, v in (attrs.get("provenance") or {}).items()}
+            if attrs.get("device_id"):
+                record.setdefault("device_id", str(attrs["device_id"]))
+            if record:
+                found[(device, trial.number)] = record
+            elif attrs.get("reused_from") is not None:
+                reuses[(device, trial.number)] = (device, int(attrs["reused_from"]))
+    for key, source in reuses.items():
+        if source in found:
+            found[key] = found[source]
+    return found
+
+
+class _Parts:
+    """Cuts point groups out of the plotted rows, all sharing one hover table."""
+
+    def __init__(self, measured: pd.DataFrame, columns: list[str],
+                 front_trials: set[TrialKey], hover_rows: list[list[str]]) -> None:
+        self.measured = measured
+        self.columns = columns
+        self.front_trials = front_trials
+        self.hover = dict(zip(measured.index, hover_rows, strict=True))
+
+    def group(self, name: str, kind: PointKind, index: pd.Index) -> PointGroup:
+        rows = self.measured.loc[index]
+        keys = trial_keys(rows)
+        return PointGroup(
+            name, kind, [device for device, _ in keys], [number for _, number in keys],
+            [rows[column].astype("float64").tolist() for column in self.columns],
+            [key in self.front_trials for key in keys], [self.hover[i] for i in index])
+
+
+def _empty_scatter(axes: list[AxisInfo], reason: str) -> ParetoScatterInfo:
+    none = _no_points()
+    return ParetoScatterInfo(axes, [], [], [], [], [], none, none, none, [], {}, "", reason)
+
+
+def _no_points(name: str = "", kind: PointKind = "feasible") -> PointGroup:
+    return PointGroup(name, kind, [], [], [], [], [])
 
 
 def parallel_coordinates_info(trials: pd.DataFrame,
@@ -162,31 +278,23 @@ def parallel_coordinates_info(trials: pd.DataFrame,
                                    None)
 
 
-def hover_texts(rows: pd.DataFrame) -> list[str]:
-    """Every detail of each trial, one per line: where it ran, the whole configuration, every
-    metric with its unit, and why it is not ok when it is not."""
-    params, metrics = param_columns(rows), metric_columns(rows)
+def hover_texts(rows: pd.DataFrame, metrics: Sequence[str] | None = None,
+                provenance: TrialProvenance | None = None) -> list[str]:
+    """Each trial's details as one HTML text, a line (``<br>``) each: where it ran, how it ended,
+    the whole configuration, the ``metrics`` (default: every metric column) with their units, and
+    its provenance (:func:`dse.report.values.hover_table`). Every value is escaped."""
+    table = hover_table(rows, metrics, provenance)
     texts = []
-    for _, row in rows.iterrows():
-        lines = [f"trial {row['trial']} on {label(row['device'])}"]
-        if not is_missing(row["status"]) and row["status"] != "ok":
-            reason = "" if is_missing(row["reason"]) else f": {row['reason']}"
-            lines.append(f"{row['status']}{reason}")
-        elif row["state"] == "COMPLETE" and not row["feasible"]:
-            lines.append("violates a constraint")
-        if not is_missing(row["reused_from"]):
-            lines.append(f"measurement reused from trial {row['reused_from']}")
-        lines += [f"{column.removeprefix(PARAM_PREFIX)}: {label(row[column])}"
-                  for column in params if not is_missing(row[column])]
-        lines += [f"{metric_name(column)}: {label(row[column])}{_unit(metric_name(column))}"
-                  for column in metrics if not is_missing(row[column])]
-        texts.append("<br>".join(html.escape(line, quote=False) for line in lines))
+    for device, row in zip(rows["device"].tolist(), table.rows, strict=True):
+        lines = [f"trial {row[0]} on {html.escape(label(device), quote=False)}"]
+        lines += [f"{field}: {text}"
+                  for field, text in zip(table.fields[1:], row[1:], strict=True) if text]
+        texts.append("<br>".join(lines))
     return texts
 
 
-def _unit(name: str) -> str:
-    spec = find_metric(name)
-    return f" {spec.unit}" if spec is not None else ""
+def _all_of(names: Sequence[str]) -> str:
+    return " and ".join(names) if len(names) == 2 else f"all of {', '.join(names)}"
 
 
 def _by_stack(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
@@ -199,38 +307,21 @@ def _by_stack(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return [(name, rows[names == name]) for name in sorted(set(names))]
 
 
-def _no_points() -> PointGroup:
-    return PointGroup("", [], [], [], [], [])
-
-
-def _keys(rows: pd.DataFrame) -> list[tuple[str, int]]:
-    return list(zip(rows["device"].astype("string").fillna("").tolist(),
-                    [int(n) for n in rows["trial"]], strict=True))
-
-
-def _among(rows: pd.DataFrame, keys: set[tuple[str, int]]) -> pd.Series:
+def _among(rows: pd.DataFrame, keys: set[TrialKey]) -> pd.Series:
     """A boolean mask of ``rows`` whose (device, trial) is in ``keys``."""
-    return pd.Series([key in keys for key in _keys(rows)], index=rows.index, dtype="bool")
+    return pd.Series([key in keys for key in trial_keys(rows)], index=rows.index, dtype="bool")
 
 
-def _group(name: str, rows: pd.DataFrame, x_col: str, y_col: str,
-           front_trials: set[tuple[str, int]]) -> PointGroup:
-    numbers = [int(n) for n in rows["trial"]]
-    return PointGroup(
-        name, numbers, rows[x_col].astype("float64").tolist(),
-        rows[y_col].astype("float64").tolist(), [key in front_trials for key in _keys(rows)],
-        hover_texts(rows))
-
-
-def _note(unplotted: pd.DataFrame, x: str, y: str) -> str:
+def _note(unplotted: pd.DataFrame, names: Sequence[str]) -> str:
     """Say what the scatter leaves out, so a campaign full of failures does not look empty."""
     running = unplotted["state"].isin(["RUNNING", "WAITING"])
     done = unplotted[~running]
     parts = []
+    lack = " or ".join(names) if len(names) == 2 else f"one of {', '.join(names)}"
     if len(done):
         kinds = outcomes(done).value_counts()
         detail = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
-        parts.append(f"{len(done)} finished trial(s) lack {x} or {y} and are not shown ({detail})")
+        parts.append(f"{len(done)} finished trial(s) lack {lack} and are not shown ({detail})")
     if running.any():
         parts.append(f"{int(running.sum())} trial(s) still running or queued")
     return "; ".join(parts) + ("." if parts else "")
@@ -249,3 +340,4 @@ def _dimension(name: str, values: pd.Series) -> Dimension:
     code = {text: float(i) for i, text in enumerate(ticktext)}
     encoded = [code[NOT_APPLICABLE if is_missing(v) else label(v)] for v in values.tolist()]
     return Dimension(name, encoded, [float(i) for i in range(len(ticktext))], ticktext)
+

@@ -6,7 +6,8 @@ import html
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from dse.report.summary import SummaryInfo, TableInfo
+from dse.report.index import dashboard_meta_html
+from dse.report.summary import DeviceComparisonInfo, SummaryInfo, TableInfo
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5rem 2rem; color: #222; }
@@ -14,10 +15,33 @@ h1 { margin-bottom: 0.2rem; }
 section { margin-top: 2rem; }
 .meta { color: #555; margin: 0.2rem 0; }
 .note, .empty { color: #666; font-style: italic; }
+.table { overflow: auto; max-height: 80vh; max-width: 100%; }
 table { border-collapse: collapse; font-size: 0.9rem; }
 th, td { border-bottom: 1px solid #ddd; padding: 0.25rem 0.6rem; text-align: right; }
-th { background: #f4f4f4; position: sticky; top: 0; }
+th { background: #f4f4f4; position: sticky; top: 0; cursor: pointer; user-select: none; }
+th[aria-sort="ascending"]::after { content: " \\25B2"; }
+th[aria-sort="descending"]::after { content: " \\25BC"; }
+td.yaml { text-align: left; }
+td.yaml pre { margin: 0.3rem 0; font-size: 0.85rem; }
+h3 { margin-bottom: 0.4rem; }
 """
+
+# Sorting a table by the header clicked (again: the other way), numbers as numbers, empty cells
+# last; the rows' order on the page is the only state. One handler on the table's head, so the
+# page stays one static document with no script element of its own.
+_SORT_ON_CLICK = (
+    "var th=event.target.closest('th');if(!th)return;"
+    "var i=th.cellIndex,up=th.getAttribute('aria-sort')!=='ascending',"
+    "body=this.parentNode.tBodies[0],rows=Array.from(body.rows);"
+    "Array.from(this.rows[0].cells).forEach(function(c){c.removeAttribute('aria-sort')});"
+    "th.setAttribute('aria-sort',up?'ascending':'descending');"
+    "function v(r){return r.cells[i]?r.cells[i].textContent.trim():''}"
+    "rows.sort(function(a,b){var x=v(a),y=v(b);"
+    "if(x===''||y==='')return (x==='')-(y==='');"
+    "var c=(isFinite(x)&&isFinite(y))?x-y:x.localeCompare(y,undefined,{numeric:true});"
+    "return up?c:-c});"
+    "rows.forEach(function(r){body.appendChild(r)})"
+)
 
 
 class Section(NamedTuple):
@@ -43,14 +67,37 @@ def header_html(summary: SummaryInfo) -> str:
 
 
 def table_html(table: TableInfo) -> str:
-    """A plain HTML table of text cells, every cell escaped."""
+    """An HTML table of text cells, every cell escaped, sorted by a click on a heading; with
+    ``deploy_yaml``, a last column holds each row's configuration as YAML, folded."""
     if table.empty_reason is not None:
         return message_html(table.empty_reason)
-    head = "".join(f"<th>{html.escape(column)}</th>" for column in table.columns)
-    body = "\n".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
-                     for row in table.rows)
-    return (f'<table class="front">\n<thead><tr>{head}</tr></thead>\n'
-            f"<tbody>\n{body}\n</tbody>\n</table>")
+    columns = [*table.columns, *(["deploy (YAML)"] if table.deploy_yaml is not None else [])]
+    head = "".join(f"<th>{html.escape(column)}</th>" for column in columns)
+    configs = table.deploy_yaml if table.deploy_yaml is not None else [None] * len(table.rows)
+    body = "\n".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row)
+        + ("" if config is None else _yaml_cell(config)) + "</tr>"
+        for row, config in zip(table.rows, configs, strict=True))
+    note = "" if not table.note else "\n" + message_html(table.note, kind="note")
+    # The table scrolls in its own box, so a wide one (every metric) does not widen the page
+    # and its head stays in view.
+    return (f'<div class="table"><table class="front">\n'
+            f'<thead onclick="{html.escape(_SORT_ON_CLICK)}">'
+            f"<tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table></div>{note}")
+
+
+def comparison_html(comparison: DeviceComparisonInfo) -> str:
+    """The devices table, then the architectures measured on several devices side by side."""
+    return "\n".join([
+        table_html(comparison.devices),
+        "<h3>Architectures feasible on several devices: best of each objective per device</h3>",
+        table_html(comparison.architectures),
+    ])
+
+
+def _yaml_cell(text: str) -> str:
+    return (f'<td class="yaml"><details><summary>YAML</summary><pre>{html.escape(text)}</pre>'
+            f"</details></td>")
 
 
 def message_html(text: str, kind: str = "empty") -> str:
@@ -65,6 +112,7 @@ def page_html(title: str, summary: SummaryInfo, sections: Sequence[Section]) -> 
         "<!DOCTYPE html>",
         '<html lang="en">',
         '<head>\n<meta charset="utf-8">',
+        dashboard_meta_html(summary.campaign, summary.trials, summary.devices),
         f"<title>{html.escape(title)}</title>",
         f"<style>{_STYLE}</style>\n</head>",
         "<body>",

@@ -1,10 +1,17 @@
 """Thin plotly renderers: an info from :mod:`dse.report.info` in, a figure or HTML fragment out.
 
 No decisions about data live here (what is on the front, what is feasible); only how it looks.
+Choices a reader makes on the page (which device, which axes) are plotly's own ``updatemenus``:
+buttons that restyle and relayout the figure, so the page needs no script of its own.
 """
 
 from __future__ import annotations
 
+import html
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
 import plotly.graph_objects as go
 import plotly.io as pio
 
@@ -13,34 +20,84 @@ from dse.report.info import ParallelCoordinatesInfo, ParetoScatterInfo, PointGro
 # A fixed palette indexed by group order keeps colours identical from one report to the next.
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
             "#17becf", "#bcbd22", "#7f7f7f")
-_INFEASIBLE = "#b0b0b0"
+_INFEASIBLE = "#9a9a9a"
+_FAILED = "#7b0d1e"
 _FRONT = "#111111"
+# One symbol per kind of point; all four exist in 2-D and in 3-D.
+_SYMBOLS = {"feasible": "circle", "infeasible": "diamond-open", "failed": "x",
+            "front": "circle-open"}
+# Open symbols are all outline; filled ones need none.
+_OUTLINE = {"feasible": 0.0, "infeasible": 1.5, "failed": 0.0, "front": 1.5}
 # No plotly logo link and no "edit in Chart Studio": the page makes no request of its own.
 _CONFIG = {"displaylogo": False, "responsive": True}
+# Positions are drawn, not read: six significant digits place a point to a millionth of its
+# value and keep a page of 10,000 trials (each in every pair's button) small. They stay plain
+# JSON arrays, not base64 typed arrays, so that the page's figure data reads as numbers.
+_DIGITS = 6
+
+
+class _Slice(NamedTuple):
+    """The points of one group on one device: one trace."""
+
+    device: str
+    group: PointGroup
+    points: list[int]
+    color: str
 
 
 def scatter_figure(info: ParetoScatterInfo) -> go.Figure:
-    """Feasible points coloured by backend/precision, front members ringed, the front joined
-    (when the axes are the objectives), infeasible and failed points as grey crosses."""
-    figure = go.Figure()
-    for index, group in enumerate(info.groups):
-        figure.add_trace(_points(group, _PALETTE[index % len(_PALETTE)], "circle"))
-    if info.infeasible.trials:
-        figure.add_trace(_points(info.infeasible, _INFEASIBLE, "x"))
-    if info.front.trials:
-        figure.add_trace(go.Scatter(
-            x=info.front.x, y=info.front.y, name=info.front.name,
-            mode="lines" if info.front_is_line else "markers",
-            line={"color": _FRONT, "width": 1.5, "dash": "dot"},
-            marker={"symbol": "circle-open", "size": 16, "color": _FRONT},
-            text=info.front.hover, hovertemplate="%{text}<extra></extra>"))
+    """Each device's points along one pair of axes: feasible points coloured by backend/precision,
+    infeasible ones as grey diamonds, failed ones as dark red crosses, the front ringed (and joined
+    when the axes are the two objectives). A menu picks the pair of axes, another the device;
+    the first device along the first pair shows first."""
+    slices = _slices(info)
+    first = info.pairs[0] if info.pairs else (0, 1)
+    joined = bool(info.joined and info.joined[0])
+    figure = go.Figure([_scatter(s, info, first, joined, s.device == info.devices[0])
+                        for s in slices])  # no slice without a device to show
+    menus = []
+    if len(info.pairs) > 1:
+        menus.append(_menu([
+            {"method": "update", "label": _pair_label(info, x, y),
+             "args": [{"x": [_coords(s, x) for s in slices], "y": [_coords(s, y) for s in slices],
+                       "mode": [_mode(s, line) for s in slices]},
+                      {**_axis_layout(info, "xaxis", x), **_axis_layout(info, "yaxis", y)}]}
+            for (x, y), line in zip(info.pairs, info.joined, strict=True)], 0.0))
+    if len(info.devices) > 1:
+        menus.append(_device_menu(info, slices, 0.5 if menus else 0.0))
     figure.update_layout(
-        template="plotly_white", height=520, margin={"l": 70, "r": 20, "t": 30, "b": 60},
-        legend={"title": {"text": "backend/precision"}},
-        xaxis={"title": {"text": info.x_axis.title if info.x_axis else ""},
-               "type": "log" if info.x_axis and info.x_axis.log else "linear"},
-        yaxis={"title": {"text": info.y_axis.title if info.y_axis else ""},
-               "type": "log" if info.y_axis and info.y_axis.log else "linear"})
+        template="plotly_white", height=560,
+        margin={"l": 70, "r": 20, "t": 70 if menus else 30, "b": 60},
+        legend={"title": {"text": "backend/precision"}}, updatemenus=menus,
+        **_axis_layout(info, "xaxis", first[0]), **_axis_layout(info, "yaxis", first[1]))
+    return figure
+
+
+def scatter3d_figure(info: ParetoScatterInfo) -> go.Figure:
+    """The same points along three axes (the first objective up); a menu picks the three axes
+    when there are more, another the device. Needs ``info.triples`` (three axes or more)."""
+    if not info.triples:
+        raise ValueError(f"a 3-D scatter needs three axes, but got "
+                         f"{[axis.metric for axis in info.axes]}")
+    slices = _slices(info)
+    first = info.triples[0]
+    figure = go.Figure([_scatter3d(s, info, first, s.device == info.devices[0])
+                        for s in slices])
+    menus = []
+    if len(info.triples) > 1:
+        menus.append(_menu([
+            {"method": "update", "label": _text(" · ".join(info.axes[a].metric for a in triple)),
+             "args": [{key: [_coords(s, a) for s in slices]
+                       for key, a in zip("xyz", triple, strict=True)},
+                      _scene_layout(info, triple)]}
+            for triple in info.triples], 0.0))
+    if len(info.devices) > 1:
+        menus.append(_device_menu(info, slices, 0.5 if menus else 0.0))
+    figure.update_layout(
+        template="plotly_white", height=640,
+        margin={"l": 10, "r": 10, "t": 70 if menus else 30, "b": 10},
+        legend={"title": {"text": "backend/precision"}}, updatemenus=menus,
+        **_scene_layout(info, first))
     return figure
 
 
@@ -65,14 +122,117 @@ def parallel_figure(info: ParallelCoordinatesInfo) -> go.Figure:
 def figure_html(figure: go.Figure, div_id: str, include_plotlyjs: bool) -> str:
     """A ``<div>`` and its script. A fixed ``div_id`` (plotly would draw a random one) keeps the
     page identical for the same study; plotly.js is inlined only where ``include_plotlyjs``."""
-    html: str = pio.to_html(figure, full_html=False, include_plotlyjs=include_plotlyjs,
-                            div_id=div_id, config=_CONFIG)
-    return html
+    html_text: str = pio.to_html(figure, full_html=False, include_plotlyjs=include_plotlyjs,
+                                 div_id=div_id, config=_CONFIG)
+    return html_text
 
 
-def _points(group: PointGroup, color: str, symbol: str) -> go.Scatter:
+def _slices(info: ParetoScatterInfo) -> list[_Slice]:
+    """One slice per device and group that has points there, device by device; a group keeps its
+    colour on every device."""
+    styled = [*[(g, _PALETTE[i % len(_PALETTE)]) for i, g in enumerate(info.groups)],
+              (info.infeasible, _INFEASIBLE), (info.failed, _FAILED), (info.front, _FRONT)]
+    slices = []
+    for device in info.devices:
+        for group, color in styled:
+            points = [i for i, own in enumerate(group.devices) if own == device]
+            if points:
+                slices.append(_Slice(device, group, points, color))
+    return slices
+
+
+def _scatter(part: _Slice, info: ParetoScatterInfo, pair: tuple[int, int], joined: bool,
+             visible: bool) -> go.Scatter:
+    front = part.group.kind == "front"
+    customdata, template = _hover(part, info)
     return go.Scatter(
-        x=group.x, y=group.y, name=group.name, mode="markers", text=group.hover,
-        hovertemplate="%{text}<extra></extra>",
-        marker={"color": color, "symbol": symbol, "size": [12 if f else 8 for f in group.on_front],
-                "line": {"color": _FRONT, "width": [1.5 if f else 0 for f in group.on_front]}})
+        x=_coords(part, pair[0]), y=_coords(part, pair[1]), name=part.group.name,
+        mode=_mode(part, joined), visible=visible, customdata=customdata,
+        hovertemplate=template,
+        line={"color": _FRONT, "width": 1.5, "dash": "dot"} if front else None,
+        marker={"color": part.color, "symbol": _SYMBOLS[part.group.kind],
+                "size": 15 if front else 8, "line": {"width": _OUTLINE[part.group.kind]}})
+
+
+def _scatter3d(part: _Slice, info: ParetoScatterInfo, triple: tuple[int, int, int],
+               visible: bool) -> go.Scatter3d:
+    front = part.group.kind == "front"
+    customdata, template = _hover(part, info)
+    x, y, z = (_coords(part, axis) for axis in triple)
+    return go.Scatter3d(
+        x=x, y=y, z=z, name=part.group.name, mode="markers", visible=visible,
+        customdata=customdata, hovertemplate=template,
+        marker={"color": part.color, "symbol": _SYMBOLS[part.group.kind],
+                "size": 9 if front else 4})
+
+
+def _mode(part: _Slice, joined: bool) -> str:
+    return "lines+markers" if joined and part.group.kind == "front" else "markers"
+
+
+def _coords(part: _Slice, axis: int) -> list[float]:
+    values = part.group.values[axis]
+    return [float(f"{values[i]:.{_DIGITS}g}") for i in part.points]
+
+
+def _hover(part: _Slice, info: ParetoScatterInfo) -> tuple[npt.NDArray[np.str_], str]:
+    """Per point its texts, and the template that lays them out: only the fields some point of
+    the slice has, so that a label is written once per trace rather than once per point, and the
+    device's shared provenance once, in the template."""
+    rows = [part.group.hover[i] for i in part.points]
+    fields = [f for f in range(1, len(info.hover_fields)) if any(row[f] for row in rows)]
+    # A text array: plotly copies it whole rather than checking each text.
+    customdata = np.array([[row[0], *(row[f] for f in fields)] for row in rows], dtype=str)
+    lines = [f"<b>trial %{{customdata[0]}}</b> on {_text(part.device)}"]
+    lines += [f"{_safe(info.hover_fields[f])}: %{{customdata[{n}]}}"
+              for n, f in enumerate(fields, start=1)]
+    lines += [f"<i>{_safe(note)}</i>" for note in info.device_notes.get(part.device, [])]
+    return customdata, "<br>".join(lines) + "<extra></extra>"
+
+
+def _safe(text: str) -> str:
+    """Escaped text made inert in a hover template: ``%`` as its character reference, so that
+    a ``%{...}`` in a name is shown rather than filled in."""
+    return text.replace("%", "&#37;")
+
+
+def _menu(buttons: list[dict[str, Any]], x: float) -> dict[str, Any]:
+    return {"buttons": buttons, "direction": "down", "showactive": True, "active": 0,
+            "x": x, "xanchor": "left", "y": 1.02, "yanchor": "bottom",
+            "pad": {"r": 4, "t": 4}}
+
+
+def _device_menu(info: ParetoScatterInfo, slices: list[_Slice], x: float) -> dict[str, Any]:
+    return _menu([{"method": "restyle", "label": f"device: {_text(device)}",
+                   "args": [{"visible": [s.device == device for s in slices]}]}
+                  for device in info.devices], x)
+
+
+def _pair_label(info: ParetoScatterInfo, x: int, y: int) -> str:
+    return _text(f"x: {info.axes[x].metric} · y: {info.axes[y].metric}")
+
+
+def _text(text: str) -> str:
+    """Plain text (a metric's name or unit, declared in a search space) as plotly's labels take
+    it: they read markup, so it is escaped."""
+    return _safe(html.escape(text, quote=False))
+
+
+def _axis_layout(info: ParetoScatterInfo, name: str, axis: int) -> dict[str, Any]:
+    """Layout of one 2-D axis, as ``relayout`` keys (``xaxis.title.text``), autoranged anew."""
+    if axis >= len(info.axes):
+        return {}
+    spec = info.axes[axis]
+    return {f"{name}.title.text": _text(spec.title),
+            f"{name}.type": "log" if spec.log else "linear",
+            f"{name}.autorange": True}
+
+
+def _scene_layout(info: ParetoScatterInfo, triple: tuple[int, int, int]) -> dict[str, Any]:
+    layout: dict[str, Any] = {}
+    for name, axis in zip(("xaxis", "yaxis", "zaxis"), triple, strict=True):
+        spec = info.axes[axis]
+        layout |= {f"scene.{name}.title.text": _text(spec.title),
+                   f"scene.{name}.type": "log" if spec.log else "linear",
+                   f"scene.{name}.autorange": True}
+    return layout

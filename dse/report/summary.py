@@ -1,25 +1,37 @@
-"""The text panels of a dashboard, as plain data: the campaign header and the table of the front."""
+"""The text panels of a dashboard, as plain data: the campaign header, the table of the front
+(each configuration as YAML to paste), and the comparison of devices."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Hashable, Mapping, Sequence
 from typing import NamedTuple
 
 import pandas as pd
+import yaml
 
-from dse.metrics import find_metric
-from dse.report.values import label
+from dse.metrics import Direction, find_metric, metric
+from dse.report.values import label, plain, sort_key
 from dse.results import (
     PARAM_PREFIX,
+    competing_mask,
+    front_frame,
     metric_column,
     metric_columns,
     outcomes,
     param_columns,
     portable_front,
 )
+from dse.results.dtypes import is_missing
 
 # Usual outcomes first, in the order a reader expects them; anything else after, by name.
 _STATUS_ORDER = ("ok", "infeasible", "failed", "running", "waiting")
+# Keys of an experiment's ``baseline:`` (dse.spec.models.BaselineSpec), in its field order.
+_DEPLOYMENT_FIELDS = ("backend", "precision", "batch_size")
+# Characters that would end a YAML comment line early and start YAML of their own.
+_LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")
+# At most this many architectures in the side-by-side table: a page scales to 10,000 trials.
+ARCHITECTURE_ROWS = 100
 
 
 class SummaryInfo(NamedTuple):
@@ -32,12 +44,29 @@ class SummaryInfo(NamedTuple):
     constraints: list[str]
     first_started: str | None
     last_completed: str | None
+    devices: tuple[str, ...] = ()
+    """The device profiles with trials, by name (dashboards/index.html lists them)."""
 
 
 class TableInfo(NamedTuple):
     columns: list[str]
     rows: list[list[str]]
     empty_reason: str | None
+    deploy_yaml: list[str] | None = None
+    """Per row, its configuration as an experiment's ``baseline:`` block (YAML), or None."""
+    note: str = ""
+    """What the table leaves out."""
+
+
+class DeviceComparisonInfo(NamedTuple):
+    """How the devices of a campaign compare: their fronts, and the architectures measured on
+    several of them."""
+
+    devices: TableInfo
+    """Per device: trials, feasible ones, front size, and the best value of each objective."""
+    architectures: TableInfo
+    """Per architecture feasible on two devices or more: its best value of each objective on
+    each device, side by side."""
 
 
 def status_counts(trials: pd.DataFrame) -> list[tuple[str, int]]:
@@ -58,7 +87,8 @@ def summary_info(trials: pd.DataFrame, campaign: str, objectives: Sequence[str],
     started, completed = trials["started"].dropna(), trials["completed"].dropna()
     return SummaryInfo(campaign, len(trials), status_counts(trials), described, list(constraints),
                        _stamp(started.min()) if len(started) else None,
-                       _stamp(completed.max()) if len(completed) else None)
+                       _stamp(completed.max()) if len(completed) else None,
+                       tuple(sorted(trials["device"].dropna().astype(str).unique())))
 
 
 def _stamp(moment: pd.Timestamp) -> str:
@@ -77,7 +107,8 @@ def portable_table_info(front: pd.DataFrame) -> TableInfo:
 
 def front_table_info(front: pd.DataFrame, objectives: Sequence[str]) -> TableInfo:
     """One row per front configuration: trial, device, every parameter, then the objectives and
-    the other metrics, with units in the headings. Columns empty on the whole front are left out."""
+    the other metrics, with units in the headings, and the configuration as a ``baseline:``
+    block to paste (:func:`baseline_yaml`). Columns empty on the whole front are left out."""
     if front.empty:
         return TableInfo([], [], "no feasible trial has been measured yet")
     first = [metric_column(name) for name in objectives if metric_column(name) in front.columns]
@@ -86,4 +117,133 @@ def front_table_info(front: pd.DataFrame, objectives: Sequence[str]) -> TableInf
                if front[column].notna().any()]
     headings = [column.removeprefix(PARAM_PREFIX) for column in columns]
     rows = [[label(value) for value in row] for row in front[columns].itertuples(index=False)]
-    return TableInfo(headings, rows, None)
+    params = param_columns(front)
+    configs = [baseline_yaml({name: row[name] for name in params}, _yaml_comment(row))
+               for row in front.to_dict("records")]
+    return TableInfo(headings, rows, None, deploy_yaml=configs)
+
+
+def _yaml_comment(row: Mapping[Hashable, object]) -> str:
+    """``cnn · trial 3 on local-cpu``: what the baseline block itself has no key for."""
+    family, device = row.get(PARAM_PREFIX + "family"), row.get("device")
+    where = f"trial {label(row['trial'])}" + ("" if is_missing(device) else f" on {device}")
+    return where if family is None or is_missing(family) else f"{family} · {where}"
+
+
+def baseline_yaml(params: Mapping[str, object], comment: str = "") -> str:
+    """A configuration as an experiment's ``baseline:`` block, ready to paste: ``arch``,
+    ``backend``, ``precision``, ``batch_size``, ``knobs`` and free ``params``, the keys of
+    ``dse.spec.models.BaselineSpec``. ``params`` are a trials-table row's parameters, named with
+    or without the ``param.`` prefix (``arch.depth``, ``knob.num_threads``); missing values are
+    left out. ``comment`` (the family, where it was measured) goes on a comment line above.
+    """
+    arch: dict[str, object] = {}
+    knobs: dict[str, object] = {}
+    top: dict[str, object] = {}
+    free: dict[str, object] = {}
+    for name, value in params.items():
+        key = str(name).removeprefix(PARAM_PREFIX)
+        if is_missing(value) or key == "family":
+            continue  # the family is the space's, not the baseline's
+        group, _, rest = key.partition(".")
+        if group == "arch" and rest:
+            arch[rest] = plain(value)
+        elif group == "knob" and rest:
+            knobs[rest] = plain(value)
+        elif key in _DEPLOYMENT_FIELDS:
+            top[key] = plain(value)
+        elif not rest:
+            free[key] = plain(value)
+    block: dict[str, object] = {}
+    if arch:
+        block["arch"] = arch
+    block.update((key, top[key]) for key in _DEPLOYMENT_FIELDS if key in top)
+    if knobs:
+        block["knobs"] = knobs
+    if free:
+        block["params"] = free
+    text = yaml.safe_dump({"baseline": block}, sort_keys=False, default_flow_style=False,
+                          allow_unicode=True)
+    line = _LINE_BREAKS.sub(" ", comment).strip()
+    return (f"# {line}\n" if line else "") + text
+
+
+def device_comparison_info(trials: pd.DataFrame, objectives: Sequence[str],
+                           front: pd.DataFrame | None = None) -> DeviceComparisonInfo:
+    """The devices side by side: per device its trials, feasible trials, front size (each
+    device's own front, ``dse.results.front_frame``) and best value of each objective; then each
+    architecture that is feasible on two devices or more, with its best value of each objective
+    on every device (best over its deployments there: precisions, runtimes, batch sizes).
+
+    An architecture is its ``param.arch.*`` values, or, in a space of free parameters, every
+    parameter but the deployment ones (as ``dse.results.portable_front`` has it). At most
+    :data:`ARCHITECTURE_ROWS` architectures are listed, those on most devices first. ``front``
+    is ``front_frame(trials, objectives)`` where the caller has it already.
+    """
+    columns = {name: metric_column(name) for name in objectives
+               if metric_column(name) in trials.columns}
+    front = front if front is not None else front_frame(trials, objectives)
+    competing = trials[competing_mask(trials)]
+    devices = sorted(trials["device"].dropna().astype(str).unique())
+    headings = ["device", "trials", "feasible", "on front",
+                *[f"best {column}" for column in columns.values()]]
+    rows = []
+    for device in devices:
+        mine = front[front["device"] == device]
+        rows.append([device, str(int((trials["device"] == device).sum())),
+                     str(int((competing["device"] == device).sum())), str(len(mine)),
+                     *[label(_best(mine[column], name)) for name, column in columns.items()]])
+    table = TableInfo(headings, rows, None if rows else "no trial has a device yet")
+    return DeviceComparisonInfo(table, _architecture_table(competing, columns, devices))
+
+
+def _best(values: pd.Series, name: str) -> float | None:
+    present = values.dropna().astype("float64")
+    if present.empty:
+        return None
+    return float(present.max() if _higher(name) else present.min())
+
+
+def _architecture_table(competing: pd.DataFrame, columns: Mapping[str, str],
+                        devices: Sequence[str]) -> TableInfo:
+    keys = _architecture_columns(competing)
+    nothing = TableInfo([], [], "no architecture is feasible on more than one device (yet)")
+    if not keys or len(devices) < 2 or not columns:
+        return nothing
+    # The best of each objective per architecture and device, in one pass over the trials.
+    best = competing[competing["device"].notna()].groupby(
+        [*keys, "device"], dropna=False, sort=False).agg(
+        {column: "max" if _higher(name) else "min" for name, column in columns.items()})
+    best = best.reset_index()
+    found = []
+    for values, rows in best.groupby(keys, dropna=False, sort=False):
+        if len(rows) < 2:
+            continue
+        on = dict(zip(rows["device"].astype(str), rows[list(columns.values())].itertuples(
+            index=False), strict=True))
+        values = values if isinstance(values, tuple) else (values,)
+        cells = [label(on[device][i]) if device in on else ""
+                 for device in devices for i in range(len(columns))]
+        found.append((len(on), [plain(v) for v in values],
+                      [*map(label, values), str(len(on)), *cells]))
+    if not found:
+        return nothing
+    found.sort(key=lambda item: (-item[0], [sort_key(v) for v in item[1]]))
+    headings = [*(key.removeprefix(PARAM_PREFIX) for key in keys), "devices",
+                *(f"{device}: {column}" for device in devices for column in columns.values())]
+    left = len(found) - ARCHITECTURE_ROWS
+    note = (f"{left} more architecture(s) feasible on several devices are not listed."
+            if left > 0 else "")
+    return TableInfo(headings, [row for _, _, row in found[:ARCHITECTURE_ROWS]], None, note=note)
+
+
+def _higher(name: str) -> bool:
+    return metric(name).direction is Direction.MAXIMIZE
+
+
+def _architecture_columns(frame: pd.DataFrame) -> list[str]:
+    """The columns that name an architecture (as ``dse.results.portable_front`` reads them)."""
+    arch = [c for c in param_columns(frame) if c.startswith(PARAM_PREFIX + "arch.")]
+    deployment = {PARAM_PREFIX + key for key in ("family", *_DEPLOYMENT_FIELDS)}
+    return arch or [c for c in param_columns(frame) if c not in deployment
+                    and not c.startswith(PARAM_PREFIX + "knob.")]

@@ -65,7 +65,18 @@ def load_campaign(run_dir: Path) -> list[optuna.Study]:
     if not mine:
         raise DseError(f"{run_dir / STUDY_FILE} holds no study of campaign {run_dir.name!r} "
                        f"(it holds {names})")
-    return [optuna.load_study(study_name=name, storage=storage) for name in mine]
+    return [_read_study(run_dir / STUDY_FILE, name, storage) for name in mine]
+
+
+def _read_study(db: Path, name: str, storage: str) -> optuna.Study:
+    """The study, its trials read straight from SQLite when the schema is one dse knows (10,000
+    trials: 0.3 s instead of 7 s through Optuna's ORM), else through Optuna."""
+    from dse.results.sqlite_read import SnapshotStudy, read_trials
+
+    trials = read_trials(db, name)
+    if trials is None:
+        return optuna.load_study(study_name=name, storage=storage)
+    return SnapshotStudy(name, storage, trials)
 
 
 def load_study(run_dir: Path) -> optuna.Study:

@@ -1,0 +1,169 @@
+"""``dashboards/index.html``: one offline page listing every campaign dashboard in the folder.
+
+A dashboard states its campaign, trial count and devices in ``<meta>`` tags of its ``<head>``
+(:func:`dashboard_meta_html` writes them, :func:`read_dashboard_meta` reads them back), so the
+index needs nothing but the dashboards folder: no study, no run folder. A page without them (from
+an older dse) is still listed, by file name, with its figures shown as unknown.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from datetime import datetime
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import quote
+
+from dse.atomic import atomic_write_text
+
+INDEX_FILE = "index.html"
+CAMPAIGN_META = "dse-campaign"
+TRIALS_META = "dse-trials"
+DEVICES_META = "dse-devices"
+UNKNOWN = "—"
+# A dashboard's head is its title, these tags and a short style block; plotly.js comes later.
+_HEAD_BYTES = 64 * 1024
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 1.5rem 2rem; color: #222; }
+.meta, .empty { color: #555; }
+table { border-collapse: collapse; font-size: 0.95rem; }
+th, td { border-bottom: 1px solid #ddd; padding: 0.3rem 0.8rem; text-align: left; }
+td.number { text-align: right; }
+th { background: #f4f4f4; }
+"""
+
+
+class DashboardMeta(NamedTuple):
+    """What a dashboard says about itself; ``None`` where the page does not say."""
+
+    title: str | None
+    campaign: str | None
+    trials: int | None
+    devices: list[str] | None
+
+
+class DashboardEntry(NamedTuple):
+    """One row of the index."""
+
+    name: str
+    """The campaign, or the file name without ``.html`` when the page does not name it."""
+    file: str
+    title: str | None
+    trials: int | None
+    devices: list[str] | None
+    modified: datetime
+    """The file's last modification, local time."""
+
+
+def dashboard_meta_html(campaign: str, trials: int, devices: Sequence[str]) -> str:
+    """The ``<meta>`` tags a dashboard's ``<head>`` carries for the index."""
+    tags = [(CAMPAIGN_META, campaign), (TRIALS_META, str(trials)),
+            (DEVICES_META, ", ".join(devices))]
+    return "\n".join(f'<meta name="{name}" content="{html.escape(value)}">'
+                     for name, value in tags)
+
+
+class _HeadParser(HTMLParser):
+    """Collects ``<title>`` and the ``<meta name=... content=...>`` pairs of a page's head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.meta: dict[str, str] = {}
+        self.title: str | None = None
+        self._in_title = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "title":
+            self._in_title, self.title = True, ""
+        elif tag == "meta":
+            values = dict(attrs)
+            name, content = values.get("name"), values.get("content")
+            if name is not None and content is not None:
+                self.meta[name] = content
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self._in_title = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_title and self.title is not None:
+            self.title += data
+
+
+def read_dashboard_meta(path: Path) -> DashboardMeta:
+    """Read the title and the dse ``<meta>`` tags from the head of the page at ``path``
+    (only its first 64 KiB are read: a dashboard of thousands of trials is megabytes)."""
+    with path.open("rb") as file:
+        head = file.read(_HEAD_BYTES).decode("utf-8", errors="replace")
+    end = head.lower().find("</head>")
+    parser = _HeadParser()
+    parser.feed(head if end < 0 else head[:end])
+    meta = parser.meta
+    trials = meta.get(TRIALS_META, "")
+    devices = meta.get(DEVICES_META)
+    return DashboardMeta(
+        title=parser.title.strip() if parser.title else None,
+        campaign=meta.get(CAMPAIGN_META) or None,
+        trials=int(trials) if trials.isdigit() else None,
+        devices=None if devices is None else [d.strip() for d in devices.split(",")
+                                               if d.strip()])
+
+
+def dashboard_entries(dashboards_dir: Path) -> list[DashboardEntry]:
+    """Every dashboard in ``dashboards_dir`` (``*.html`` but the index itself and the hidden
+    temporary files of an atomic write), sorted by name."""
+    entries = []
+    for path in dashboards_dir.glob("*.html"):
+        if path.name == INDEX_FILE or path.name.startswith("."):
+            continue
+        try:
+            meta = read_dashboard_meta(path)
+            modified = datetime.fromtimestamp(path.stat().st_mtime)
+        except FileNotFoundError:  # removed between the listing and the read
+            continue
+        entries.append(DashboardEntry(meta.campaign or path.stem, path.name, meta.title,
+                                      meta.trials, meta.devices, modified))
+    return sorted(entries, key=lambda entry: (entry.name, entry.file))
+
+
+def index_html(entries: Sequence[DashboardEntry]) -> str:
+    """The index page: one row per dashboard, linked relatively so the folder can move."""
+    rows = []
+    for entry in entries:
+        link = f'<a href="{html.escape(quote(entry.file))}">{html.escape(entry.name)}</a>'
+        trials = UNKNOWN if entry.trials is None else str(entry.trials)
+        devices = UNKNOWN if entry.devices is None else ", ".join(entry.devices) or UNKNOWN
+        title = "" if entry.title in (None, entry.name) else entry.title  # no name twice
+        cells = [(link, ""), (html.escape(title), ""),
+                 (trials, ' class="number"'), (html.escape(devices), ""),
+                 (entry.modified.isoformat(sep=" ", timespec="seconds"), "")]
+        rows.append("<tr>" + "".join(f"<td{cls}>{cell}</td>" for cell, cls in cells) + "</tr>")
+    if rows:
+        body = ("<table>\n<thead><tr><th>campaign</th><th>title</th><th>trials</th>"
+                "<th>devices</th><th>last modified</th></tr></thead>\n<tbody>\n"
+                + "\n".join(rows) + "\n</tbody>\n</table>")
+    else:
+        body = ('<p class="empty">no dashboards yet: `dse run` and `dse report` write them '
+                "here</p>")
+    return "\n".join([
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        '<head>\n<meta charset="utf-8">',
+        "<title>dse dashboards</title>",
+        f"<style>{_STYLE}</style>\n</head>",
+        "<body>",
+        "<h1>dse dashboards</h1>",
+        f'<p class="meta">{len(entries)} campaign dashboard(s)</p>',
+        body,
+        "</body>\n</html>\n",
+    ])
+
+
+def write_index(dashboards_dir: Path) -> Path:
+    """Write ``dashboards_dir/index.html`` listing every dashboard there (atomically: a browser
+    reloading it never sees half a page); returns its path."""
+    return atomic_write_text(dashboards_dir / INDEX_FILE,
+                             index_html(dashboard_entries(dashboards_dir)))

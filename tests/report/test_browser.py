@@ -1,0 +1,196 @@
+"""The dashboard in a real browser: headless Chromium opens a real campaign's page offline, logs no
+error, and the Pareto panel draws exactly the front.
+
+Chromium is driven over the Chrome DevTools Protocol on ``--remote-debugging-pipe`` (NUL-separated
+JSON on file descriptors 3 and 4), so the test needs nothing beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dse.api import load_experiment, run_campaign
+from dse.results import front_frame, load_campaign, trials_frame
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="needs Chromium on PATH (Debian: apt-get install chromium; "
+                             ".ci/run installs it)")
+
+# The front traces' name (dse.report.info) and the panels' div ids (dse.report.dashboard).
+FRONT_TRACE = "Pareto front"
+FIGURES = ("dse-pareto", "dse-parallel")
+TIMEOUT_S = 30.0
+
+
+class Chromium:
+    """Headless Chromium and one page, spoken to over the DevTools pipe.
+
+    Every event that arrives while waiting for a reply is kept in ``events``, so nothing the page
+    logged between two commands is lost.
+    """
+
+    def __init__(self, executable: str, profile: Path) -> None:
+        to_browser_r, self._to_browser = os.pipe()
+        self._from_browser, from_browser_w = os.pipe()
+        args = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                "--remote-debugging-pipe", f"--user-data-dir={profile}", "about:blank"]
+        # The browser reads commands on fd 3 and writes replies on fd 4. The pipe ends go in as
+        # stdin and stdout, and a shell moves them there (Popen cannot place a descriptor at a
+        # chosen number, and a POSIX shell redirects only single-digit ones).
+        self.process = subprocess.Popen(
+            ["sh", "-c", 'exec "$0" "$@" 3<&0 4>&1 </dev/null >/dev/null', executable, *args],
+            stdin=to_browser_r, stdout=from_browser_w, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        os.close(to_browser_r)
+        os.close(from_browser_w)
+        self._buffer = b""
+        self._last_id = 0
+        self.events: list[dict[str, Any]] = []
+        self.session = ""
+
+    def call(self, method: str, params: dict[str, Any] | None = None,
+             page: bool = True) -> dict[str, Any]:
+        """Send a command (to the page's session unless ``page`` is false); return its result."""
+        self._send(method, params, page)
+        while True:
+            reply = self._receive()
+            if reply.get("id") == self._last_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                result: dict[str, Any] = reply.get("result", {})
+                return result
+            self.events.append(reply)
+
+    def open_page(self) -> None:
+        """A new blank page, attached, reporting console, exceptions, log and network."""
+        target = self.call("Target.createTarget", {"url": "about:blank"}, page=False)
+        self.session = self.call("Target.attachToTarget",
+                                 {"targetId": target["targetId"], "flatten": True},
+                                 page=False)["sessionId"]
+        for domain in ("Runtime", "Log", "Page", "Network"):
+            self.call(f"{domain}.enable")
+
+    def load(self, url: str) -> None:
+        """Navigate and wait for the load event."""
+        self.call("Page.navigate", {"url": url})
+        while not any(e.get("method") == "Page.loadEventFired" for e in self.events):
+            self.events.append(self._receive())
+
+    def evaluate(self, expression: str) -> Any:
+        """The value of a JavaScript expression (awaited when it is a promise)."""
+        reply = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
+                                               "awaitPromise": True})
+        if "exceptionDetails" in reply:
+            raise RuntimeError(f"{expression!r} threw: {reply['exceptionDetails']}")
+        return reply["result"].get("value")
+
+    def errors(self) -> list[str]:
+        """What the page reported as an error: console.error, uncaught exceptions, error-level
+        log entries (failed loads, security and rendering errors)."""
+        found = []
+        for event in self.events:
+            method, params = event.get("method"), event.get("params", {})
+            if method == "Runtime.consoleAPICalled" and params["type"] in ("error", "assert"):
+                found.append("console: " + " ".join(str(a.get("value", a.get("description")))
+                                                    for a in params["args"]))
+            elif method == "Runtime.exceptionThrown":
+                details = params["exceptionDetails"]
+                found.append("exception: " + str(details.get("exception", {}).get(
+                    "description", details.get("text"))))
+            elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
+                found.append(f"log ({params['entry']['source']}): {params['entry']['text']}")
+        return found
+
+    def requested_urls(self) -> list[str]:
+        return [e["params"]["request"]["url"] for e in self.events
+                if e.get("method") == "Network.requestWillBeSent"]
+
+    def close(self) -> None:
+        """Ask the browser to quit; kill it (its own process group: it and the renderers it
+        started) if it has not within 10 s."""
+        try:
+            self._send("Browser.close", None, page=False)
+            self.process.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        finally:
+            os.close(self._to_browser)
+            os.close(self._from_browser)
+
+    def _send(self, method: str, params: dict[str, Any] | None, page: bool) -> None:
+        self._last_id += 1
+        message: dict[str, Any] = {"id": self._last_id, "method": method,
+                                   "params": params or {}}
+        if page and self.session:
+            message["sessionId"] = self.session
+        os.write(self._to_browser, json.dumps(message).encode() + b"\0")
+
+    def _receive(self) -> dict[str, Any]:
+        deadline = time.monotonic() + TIMEOUT_S
+        while b"\0" not in self._buffer:
+            ready, _, _ = select.select([self._from_browser], [], [],
+                                        max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise TimeoutError(f"Chromium sent nothing for {TIMEOUT_S:.0f} s")
+            chunk = os.read(self._from_browser, 1 << 16)
+            if not chunk:
+                raise RuntimeError(f"Chromium closed the DevTools pipe (exit code "
+                                   f"{self.process.poll()})")
+            self._buffer += chunk
+        raw, self._buffer = self._buffer.split(b"\0", 1)
+        message: dict[str, Any] = json.loads(raw)
+        return message
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Chromium]:
+    assert CHROMIUM is not None
+    chromium = Chromium(CHROMIUM, tmp_path / "chromium-profile")
+    try:
+        chromium.open_page()
+        yield chromium
+    finally:
+        chromium.close()
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_a_real_campaigns_dashboard_loads_without_errors_and_draws_the_front(
+        tiny_campaign: Path, browser: Chromium) -> None:
+    result = run_campaign(tiny_campaign)  # 4 real trials: train, export, measure on this CPU
+    assert result.dashboard is not None
+    objectives = [o.metric for o in load_experiment(tiny_campaign).space.objectives]
+    front = front_frame(trials_frame(load_campaign(result.run_dir)), objectives)
+    assert len(front) >= 1
+
+    browser.load(result.dashboard.as_uri())
+    # Each figure is drawn once plotly has laid it out; then one more frame for late errors.
+    drawn = " && ".join(f"!!document.getElementById('{d}')._fullLayout" for d in FIGURES)
+    deadline = time.monotonic() + TIMEOUT_S
+    while not browser.evaluate(drawn):
+        assert time.monotonic() < deadline, "the dashboard's figures were never drawn"
+        time.sleep(0.1)
+    browser.evaluate("new Promise(done => requestAnimationFrame(() => done(true)))")
+
+    assert browser.errors() == []
+    assert all(url.startswith(("file:", "data:", "blob:")) for url in browser.requested_urls())
+    traces = browser.evaluate(
+        "document.getElementById('dse-pareto').data"
+        ".map(t => ({name: t.name, points: t.x.length}))")
+    # One front trace per device (a campaign of several devices has one front each).
+    front_points = [t["points"] for t in traces if t["name"] == FRONT_TRACE]
+    assert front_points and sum(front_points) == len(front)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import tempfile
 from collections.abc import Callable, Mapping
@@ -10,6 +12,8 @@ from typing import Any
 
 from dse.candidate import stable_hash
 from dse.exceptions import BuildError
+
+logger = logging.getLogger(__name__)
 
 
 class ArtifactCache:
@@ -39,7 +43,10 @@ class ArtifactCache:
         """
         path = self.path_for(key, suffix)
         if path.is_file():
-            return path, False
+            if self._intact(path):
+                return path, False
+            logger.warning("artifact cache entry %s does not match its recorded SHA-256 (or has "
+                           "none); rebuilding it", path.name)
         self.root.mkdir(parents=True, exist_ok=True)
         # A private folder beside the entry: same file system, so the rename is atomic, and any
         # side files a builder leaves (or a failed build) vanish with it.
@@ -48,5 +55,32 @@ class ArtifactCache:
             builder(tmp)
             if not tmp.is_file():
                 raise BuildError(f"the builder of {path.name} wrote no file at {tmp}")
+            digest = Path(scratch) / _digest_path(path).name
+            digest.write_text(_sha256(tmp) + "\n")
             os.replace(tmp, path)
+            # The digest lands last: an entry without one (a crash in between) is rebuilt.
+            os.replace(digest, _digest_path(path))
         return path, True
+
+    @staticmethod
+    def _intact(path: Path) -> bool:
+        """Whether the entry's bytes still hash to the SHA-256 recorded when it was built: a
+        truncated or corrupted file (a full disk, a bad sector, a stray edit) is rebuilt, never
+        deployed."""
+        try:
+            recorded = _digest_path(path).read_text().strip()
+        except OSError:
+            return False
+        return recorded == _sha256(path)
+
+
+def _digest_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -43,7 +43,27 @@ def test_builds_once_then_hits(tmp_path: Path) -> None:
     assert path.read_bytes() == b"payload"
     assert cache.get_or_build({"k": 1}, ".bin", builder) == (path, False)
     assert len(calls) == 1
-    assert [p.name for p in (tmp_path / "artifacts").iterdir()] == [path.name]
+    assert sorted(p.name for p in (tmp_path / "artifacts").iterdir()) == [
+        path.name, path.name + ".sha256"]
+
+
+def test_a_corrupted_or_unrecorded_entry_is_detected_by_its_hash_and_rebuilt(
+        tmp_path: Path) -> None:
+    cache = ArtifactCache(tmp_path)
+    builds: list[int] = []
+
+    def builder(path: Path) -> None:
+        builds.append(1)
+        path.write_bytes(b"the real artifact")
+
+    path, _ = cache.get_or_build({"k": 1}, ".onnx", builder)
+    path.write_bytes(b"the real artif")  # truncated, as by a full disk
+    assert cache.get_or_build({"k": 1}, ".onnx", builder) == (path, True)
+    assert path.read_bytes() == b"the real artifact"
+    (tmp_path / (path.name + ".sha256")).unlink()  # an entry from before digests, or a crash
+    assert cache.get_or_build({"k": 1}, ".onnx", builder) == (path, True)
+    assert cache.get_or_build({"k": 1}, ".onnx", builder) == (path, False)
+    assert len(builds) == 3
 
 
 def test_a_failing_builder_caches_nothing(tmp_path: Path) -> None:

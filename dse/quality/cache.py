@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import pickle
@@ -112,7 +113,7 @@ def train_or_load(source: str | ModelSource, arch: Mapping[str, Any], training: 
     atomic_write(weights_path, lambda path: torch.save(module.state_dict(), path))
     meta = {"family": family.name, "arch": full_arch, "dataset": dataset,
             "training": training.model_dump(), "fp32_accuracy": fp32_accuracy,
-            "train_seconds": seconds}
+            "train_seconds": seconds, "weights_sha256": _sha256(weights_path)}
     # The metadata goes last: its presence marks a complete entry.
     atomic_write(meta_path, lambda path: path.write_text(json.dumps(meta, indent=1)))
     return TrainedModel(module, fp32_accuracy, seconds, False, key, input_shape, dataset)
@@ -134,9 +135,14 @@ def _load(family: ModelSource, arch: dict[str, Any], weights_path: Path,
     import torch
 
     try:
-        fp32_accuracy = float(json.loads(meta_path.read_text())["fp32_accuracy"])
+        meta = json.loads(meta_path.read_text())
+        fp32_accuracy = float(meta["fp32_accuracy"])
         if not np.isfinite(fp32_accuracy) or not 0.0 <= fp32_accuracy <= 1.0:
             raise ValueError(f"fp32_accuracy {fp32_accuracy!r} is not in [0, 1]")
+        # Weights that still load can still be damaged (a flipped bit in a float): the digest
+        # recorded at training says whether these are the bytes that were trained.
+        if meta.get("weights_sha256") != _sha256(weights_path):
+            raise ValueError("the weights do not match the SHA-256 recorded at training")
         state = torch.load(weights_path, map_location="cpu", weights_only=True)
         module = family.build(arch)
         module.load_state_dict(state)
@@ -147,3 +153,7 @@ def _load(family: ModelSource, arch: dict[str, Any], weights_path: Path,
     module.eval()
     return module, fp32_accuracy
 
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -85,7 +85,7 @@ def test_same_seed_same_weights_other_seed_other_weights(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("damage", ["truncate_weights", "garbage_json", "bad_accuracy",
-                                    "missing_weights", "wrong_shapes"])
+                                    "missing_weights", "wrong_shapes", "flipped_weight"])
 def test_a_damaged_entry_is_retrained(first: tuple[TrainedModel, Path], tmp_path: Path,
                                       damage: str) -> None:
     trained, source = first
@@ -100,6 +100,11 @@ def test_a_damaged_entry_is_retrained(first: tuple[TrainedModel, Path], tmp_path
         meta.write_text(json.dumps({"fp32_accuracy": 7.5}))
     elif damage == "missing_weights":
         weights.unlink()
+    elif damage == "flipped_weight":  # still loads, with the right shapes: only the digest tells
+        state = torch.load(weights, weights_only=True)
+        name = next(k for k, v in state.items() if v.is_floating_point())
+        state[name] = state[name] + 1.0
+        torch.save(state, weights)
     else:
         torch.save({"classifier.weight": torch.zeros(2, 2)}, weights)
     again = train_or_load("cnn", TINY, FAST, tmp_path)

@@ -20,10 +20,12 @@ from dse.spec import (
     read_yaml,
 )
 from dse.spec.loading import load_profile, load_search_space
+from dse.spec.models import ParamSpec
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from dse.backends.base import Backend
     from dse.results.fidelity import ScreeningSummary
     from dse.search.loop import JobDispatcher
     from dse.spec import HardwareProfile
@@ -41,11 +43,29 @@ def _check_space(path: Path, space: SearchSpace) -> list[str]:
         batch_sizes=[] if space.deployment is None else space.deployment.batch_sizes,
         metrics=[o.metric for o in space.objectives] + [c.metric for c in space.constraints])
     for name, backend_spec in backends.items():
-        allowed = get_backend(name).knobs
-        problems.extend(
-            f"{path}: deployment.backends.{name}.knobs.{knob}: unknown knob of {name}; "
-            f"allowed: {', '.join(sorted(allowed))}"
-            for knob in backend_spec.knobs if knob not in allowed)
+        backend = get_backend(name)
+        for knob, values in backend_spec.knobs.items():
+            field = f"{path}: deployment.backends.{name}.knobs.{knob}"
+            if knob not in backend.knobs:
+                problems.append(f"{field}: unknown knob of {name}; "
+                                f"allowed: {', '.join(sorted(backend.knobs))}")
+                continue
+            problems.extend(f"{field}: {problem}" for problem in _knob_value_problems(
+                backend, knob, values))
+    return problems
+
+
+def _knob_value_problems(backend: Backend, knob: str, values: ParamSpec) -> list[str]:
+    """What ``compile`` would say of each value a knob may take (a range: its two ends)."""
+    from dse.exceptions import BuildError
+
+    tried = values if isinstance(values, list) else [values.low, values.high]
+    problems = []
+    for value in dict.fromkeys(tried):  # each value once, in order
+        try:
+            backend.check_knob_values({knob: value})
+        except BuildError as exc:
+            problems.append(str(exc))
     return problems
 
 

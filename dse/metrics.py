@@ -146,6 +146,23 @@ METRICS: dict[str, MetricSpec] = _table(
 )
 
 
+# The values a built-in metric can take, where the quantity itself bounds them: a constraint
+# outside its range can never hold. Metrics not listed (temperature, drift, proxies) are unbounded.
+_NON_NEGATIVE_UNITS = frozenset({"ms", "MB", "mJ", "W", "s", "M", "MFLOP", "GFLOP/s", "samples/s",
+                                 "FLOP/B", "logit"})
+_FRACTIONS = frozenset({"accuracy", "throttled_fraction", "top1_agreement"})
+
+
+def value_range(name: str) -> tuple[float, float]:
+    """The smallest and largest value metric ``name`` can take ((-inf, inf) when unbounded)."""
+    spec = METRICS.get(name)
+    if name in _FRACTIONS:
+        return 0.0, 1.0
+    if spec is not None and (spec.unit in _NON_NEGATIVE_UNITS or name == "rel_l2_error"):
+        return 0.0, float("inf")
+    return float("-inf"), float("inf")
+
+
 # Metrics declared by the search spaces of this process's campaigns (see the module docstring).
 _DECLARED: dict[str, MetricSpec] = {}
 _COLUMN_RE = re.compile(r"^(?P<name>.+) \[(?P<unit>[^\[\]]*)\]$")

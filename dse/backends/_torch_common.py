@@ -46,15 +46,22 @@ class Placement:
         return self.precision_mode == "autocast" and self.dtype != "float32"
 
 
+def check_torch_knobs(backend: Backend, knobs: Mapping[str, Any]) -> None:
+    """The knob rules both torch backends share (names, thread count, precision_mode)."""
+    backend.check_knobs(knobs)
+    thread_knob(knobs, backend.thread_knob, 1)
+    mode = knobs.get("precision_mode", "dtype")
+    if not isinstance(mode, str) or mode not in PRECISION_MODES:
+        raise BuildError(f"knob 'precision_mode' must be one of {list(PRECISION_MODES)}, "
+                         f"got {mode!r}")
+
+
 def resolve_placement(backend: Backend, artifact: Artifact, knobs: Mapping[str, Any],
                       profile: HardwareProfile) -> Placement:
     """Check knobs, artifact and device for a torch backend; BuildError naming what is wrong."""
-    backend.check_knobs(knobs)
+    backend.check_knob_values(knobs)
     threads = thread_knob(knobs, backend.thread_knob, default_threads(profile))
     mode = knobs.get("precision_mode", "dtype")
-    if mode not in PRECISION_MODES:
-        raise BuildError(f"knob 'precision_mode' must be one of {list(PRECISION_MODES)}, "
-                         f"got {mode!r}")
     if artifact.format != "torch" or artifact.module is None:
         raise BuildError(f"{backend.name} runs a torch module, got a {artifact.format!r} artifact")
     if artifact.precision not in TORCH_DTYPES:

@@ -98,6 +98,12 @@ class Backend(ABC):
             raise BuildError(f"backend {self.name!r} has no knob(s) {unknown}; allowed: "
                              f"{sorted(self.knobs)}")
 
+    def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
+        """Raise BuildError for an unknown knob or a value ``compile`` would refuse, decided
+        without the runtime or a device, so ``dse validate`` can check a space's knob values
+        before anything is trained. Backends with value rules override it."""
+        self.check_knobs(knobs)
+
 
 def default_threads(profile: HardwareProfile) -> int:
     """The profile's thread budget, or every core when it sets none."""

@@ -62,7 +62,12 @@ class SessionSettings:
 
     @classmethod
     def from_knobs(cls, knobs: Mapping[str, Any], profile: HardwareProfile) -> SessionSettings:
-        return cls(thread_knob(knobs, "intra_op_threads", default_threads(profile)),
+        return cls.checked(knobs, default_threads(profile))
+
+    @classmethod
+    def checked(cls, knobs: Mapping[str, Any], default_intra_op: int = 1) -> SessionSettings:
+        """The settings, BuildError naming a bad value (no profile needed: validation uses it)."""
+        return cls(thread_knob(knobs, "intra_op_threads", default_intra_op),
                    thread_knob(knobs, "inter_op_threads", 1),
                    choice_knob(knobs, "graph_optimization_level",
                                list(GRAPH_OPTIMIZATION_LEVELS), "all"))
@@ -231,9 +236,13 @@ class OrtBackend(Backend):
     knobs = SESSION_KNOBS
     thread_knob = "intra_op_threads"
 
+    def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
+        self.check_knobs(knobs)
+        SessionSettings.checked(knobs)
+
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
-        self.check_knobs(knobs)
+        self.check_knob_values(knobs)
         settings = SessionSettings.from_knobs(knobs, profile)
         onnx_path(artifact, self.name)
         plan = SessionPlan(self.name, ((CPU_PROVIDER, {}),))

@@ -140,9 +140,14 @@ class OrtCudaBackend(Backend):
     knobs = SESSION_KNOBS | {"cudnn_conv_algo_search"}
     thread_knob = "intra_op_threads"
 
+    def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
+        self.check_knobs(knobs)
+        SessionSettings.checked(knobs)
+        choice_knob(knobs, "cudnn_conv_algo_search", CUDNN_ALGO_SEARCHES, "EXHAUSTIVE")
+
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
-        self.check_knobs(knobs)
+        self.check_knob_values(knobs)
         settings = SessionSettings.from_knobs(knobs, profile)
         search = choice_knob(knobs, "cudnn_conv_algo_search", CUDNN_ALGO_SEARCHES, "EXHAUSTIVE")
         onnx_path(artifact, self.name)
@@ -181,9 +186,15 @@ class OrtTensorrtBackend(Backend):
     knobs = SESSION_KNOBS | {"trt_max_workspace_size", "trt_builder_optimization_level"}
     thread_knob = "intra_op_threads"
 
+    def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
+        self.check_knobs(knobs)
+        SessionSettings.checked(knobs)
+        _int_knob(knobs, "trt_max_workspace_size", None)
+        _int_knob(knobs, "trt_builder_optimization_level", TRT_OPTIMIZATION_LEVELS)
+
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
-        self.check_knobs(knobs)
+        self.check_knob_values(knobs)
         settings = SessionSettings.from_knobs(knobs, profile)
         workspace = _int_knob(knobs, "trt_max_workspace_size", None)
         level = _int_knob(knobs, "trt_builder_optimization_level", TRT_OPTIMIZATION_LEVELS)

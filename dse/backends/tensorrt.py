@@ -69,6 +69,10 @@ class TensorRTBackend(Backend):
     knobs = KNOBS
     thread_knob = THREAD_KNOB
 
+    def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
+        self.check_knobs(knobs)
+        resolve_settings(knobs, 1)
+
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
         self.check_knobs(knobs)

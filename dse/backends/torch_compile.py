@@ -11,6 +11,7 @@ import numpy as np
 from dse.backends._torch_common import (
     Placement,
     TorchRunner,
+    check_torch_knobs,
     place_module,
     resolve_placement,
     settings,
@@ -74,12 +75,16 @@ class TorchCompileBackend(Backend):
     knobs = frozenset({"num_threads", "precision_mode", "mode"})
     thread_knob = "num_threads"
 
+    def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
+        check_torch_knobs(self, knobs)
+        mode = knobs.get("mode", "default")
+        if not isinstance(mode, str) or mode not in COMPILE_MODES:
+            raise BuildError(f"knob 'mode' must be one of {list(COMPILE_MODES)}, got {mode!r}")
+
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
         placement = resolve_placement(self, artifact, knobs, profile)
         mode = knobs.get("mode", "default")
-        if mode not in COMPILE_MODES:
-            raise BuildError(f"knob 'mode' must be one of {list(COMPILE_MODES)}, got {mode!r}")
         if placement.device != "cuda" and mode in _CUDA_ONLY_MODES:
             raise BuildError(f"torch.compile mode {mode!r} cannot run on {profile.kind} device "
                              f"{profile.name!r}: {_CUDA_ONLY_MODES[mode]}")

@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from dse.backends._torch_common import TorchRunner, place_module, resolve_placement, settings
+from dse.backends._torch_common import (
+    TorchRunner,
+    check_torch_knobs,
+    place_module,
+    resolve_placement,
+    settings,
+)
 from dse.backends.base import Backend, Runner
 from dse.backends.registry import register_backend
 
@@ -29,6 +35,9 @@ class TorchEagerBackend(Backend):
     name = "torch"
     knobs = frozenset({"num_threads", "precision_mode"})
     thread_knob = "num_threads"
+
+    def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
+        check_torch_knobs(self, knobs)
 
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:

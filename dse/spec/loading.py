@@ -32,6 +32,35 @@ _FOLDER_KINDS = {"search_spaces": "search_space", "hw_profiles": "hw_profile",
                  "experiments": "experiment"}
 
 
+class _SpecLoader(yaml.SafeLoader):
+    """SafeLoader that rejects a key written twice in one mapping (PyYAML keeps the last silently,
+    so a typo'd copy-paste would quietly override the first value)."""
+
+
+def _mapping_without_duplicates(loader: _SpecLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    first_line: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<:` may legitimately override keys
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            repeated = key in seen
+        except TypeError:  # an unhashable key: construct_mapping reports it
+            continue
+        seen.add(key)
+        first = first_line.setdefault(key, key_node.start_mark.line)
+        if repeated:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} appears twice (first on line {first + 1}); write it once",
+                key_node.start_mark)
+    return loader.construct_mapping(node, deep=True)
+
+
+_SpecLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                            _mapping_without_duplicates)
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     """The top-level mapping of a YAML file, or SpecError with one clear line."""
     try:
@@ -44,10 +73,16 @@ def read_yaml(path: Path) -> dict[str, Any]:
         raise SpecError([f"{path}: not a text file (invalid UTF-8)"]) from None
     except OSError as exc:
         raise SpecError([f"{path}: cannot read: {exc.strerror}"]) from None
+    except ValueError:  # open() refuses a name with a NUL character, e.g. from a YAML "\0"
+        raise SpecError([f"{str(path)!r}: not a usable file name (it contains a NUL "
+                         f"character)"]) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_SpecLoader)  # a SafeLoader: no arbitrary objects
     except yaml.YAMLError as exc:
         raise SpecError([describe_yaml_error(path, exc)]) from None
+    except RecursionError:  # PyYAML parses nested collections recursively
+        raise SpecError([f"{path}: (file): invalid YAML: collections nested too deeply; a spec "
+                         f"needs only a few levels"]) from None
     if not isinstance(data, dict):
         raise SpecError([f"{path}: (top level): expected a mapping of keys, "
                          f"found {type(data).__name__}"])
@@ -162,6 +197,8 @@ def load_experiment_files(path: Path) -> Experiment:
         space = load_search_space(path.parent / spec.search_space)
     except SpecError as exc:
         problems.extend(exc.problems)
+        # The lines above name the space's file; say which experiment field pointed at it.
+        problems.append(f"{path}: search_space: the search space above is invalid")
     for index, device_path in enumerate(spec.devices):
         try:
             devices.append(load_profile(path.parent / device_path))

@@ -7,6 +7,7 @@ capability table's business (``dse.backends.capabilities``).
 
 from __future__ import annotations
 
+import math
 import re
 from contextvars import ContextVar
 from pathlib import Path
@@ -24,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from dse.metrics import METRICS, Direction, MetricSpec
+from dse.metrics import METRICS, Direction, MetricSpec, value_range
 
 BackendName = Literal["onnxruntime", "onnxruntime_cuda", "onnxruntime_tensorrt", "tensorrt", "torch",
                       "torch_compile"]
@@ -211,6 +212,17 @@ class ConstraintSpec(Strict):
         _check_metric(value)
         return value
 
+    @model_validator(mode="after")
+    def _can_hold(self) -> ConstraintSpec:
+        if not math.isfinite(self.value):
+            raise ValueError(f"the bound of '{self.metric} {self.op} ...' must be a finite number, "
+                             f"got {self.value}")
+        low, high = value_range(self.metric)
+        if (self.op == ">=" and self.value > high) or (self.op == "<=" and self.value < low):
+            raise ValueError(f"constraint '{self}' can never hold: {self.metric} lies in "
+                             f"[{low:g}, {high:g}]")
+        return self
+
     def violation(self, measured: float) -> float:
         """Optuna's constraint value: <= 0 when satisfied, the overshoot otherwise."""
         return measured - self.value if self.op == "<=" else self.value - measured
@@ -318,6 +330,21 @@ class SearchSpace(Strict):
             if key in RESERVED_PARAMETER_NAMES:
                 raise ValueError(f"free parameter name {key!r} is reserved; reserved: "
                                  f"{', '.join(sorted(RESERVED_PARAMETER_NAMES))}")
+        return value
+
+    @field_validator("constraints")
+    @classmethod
+    def _consistent(cls, value: list[ConstraintSpec]) -> list[ConstraintSpec]:
+        # The tightest lower and upper bound of each metric must leave some value feasible.
+        for name in dict.fromkeys(c.metric for c in value):
+            lows = [c for c in value if c.metric == name and c.op == ">="]
+            highs = [c for c in value if c.metric == name and c.op == "<="]
+            if lows and highs:
+                low = max(lows, key=lambda c: c.value)
+                high = min(highs, key=lambda c: c.value)
+                if low.value > high.value:
+                    raise ValueError(f"constraints '{low}' and '{high}' contradict: no value of "
+                                     f"{name} meets both")
         return value
 
     @model_validator(mode="after")

@@ -326,7 +326,7 @@ def _compile_on_gpu(backend: str, artifact: Artifact, knobs: dict[str, object]) 
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("backend", "precision"), GPU_CASES, ids="-".join)
+@pytest.mark.parametrize(("backend", "precision"), GPU_CASES, ids=["-".join(case) for case in GPU_CASES])
 def test_gpu_backend_matches_the_fp32_reference(backend: str, precision: str,
                                                 artifact_for: ArtifactFor, device_cache: Path,
                                                 compared_images: np.ndarray,

@@ -227,6 +227,27 @@ def _dispatcher(experiment: Experiment, evaluator: Evaluator | None,
     return MixedDispatcher(farm, evaluators) if local else farm
 
 
+def _raise_if_disk_refused(exc: BaseException, run_dir: Path) -> None:
+    """DseError with one line when ``exc`` comes from a write the file system refused."""
+    from dse.results.write_failure import describe_write_failure
+
+    refused = describe_write_failure(exc, run_dir)
+    if refused is not None:
+        raise DseError(f"{refused}; free space (or raise the limit) and run again") from exc
+
+
+def _report_what_fits(experiment: Experiment, run_dir: Path) -> None:
+    """Write the tables and page after a stopped run; a write the disk refuses is left to the
+    error that stopped the run (the files are written atomically: the old ones stay whole)."""
+    from dse.results.write_failure import describe_write_failure
+
+    try:
+        write_report(experiment)
+    except Exception as exc:
+        if describe_write_failure(exc, run_dir) is None:
+            raise
+
+
 def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
                  on_trial: ProgressCallback | None = None, report: bool = True,
                  address: str | None = None,
@@ -255,20 +276,24 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
     run_dir = experiment.run_dir
     profiles = list(experiment.devices)
     farm_names = {p.name for p in on_farm}
-    studies = open_experiment_studies(
-        experiment, evaluated=[p.name for p in profiles if p.name not in farm_names])
-    declared = [spec.to_dict() for spec in experiment.space.metric_specs()]
-    for study in studies.values():
-        # Results and reports read units and directions of declared metrics from the study.
-        study.set_user_attr("metrics", declared)
+    try:
+        studies = open_experiment_studies(
+            experiment, evaluated=[p.name for p in profiles if p.name not in farm_names])
+        declared = [spec.to_dict() for spec in experiment.space.metric_specs()]
+        for study in studies.values():
+            # Results and reports read units and directions of declared metrics from the study.
+            study.set_user_attr("metrics", declared)
+    except Exception as exc:
+        _raise_if_disk_refused(exc, run_dir)
+        raise
     dispatcher = _dispatcher(experiment, evaluator, on_farm, address)
     loop = SearchLoop(experiment, studies, dispatcher, run_dir, on_trial=on_trial,
                       evaluated=[p.name for p in profiles if p.name not in farm_names])
     try:
         loop.run()
     except DseError:
-        if report:  # the run stopped (too many failures): what was measured still gets its tables
-            write_report(experiment)
+        if report:  # the run stopped (too many failures, a full disk): what was measured still
+            _report_what_fits(experiment, run_dir)  # gets its tables, where the disk allows
         raise
     finally:
         dispatcher.cancel()  # the workers go; caches on disk stay for the next run

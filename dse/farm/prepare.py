@@ -30,6 +30,7 @@ from dse.quality import (
     train_or_load,
 )
 from dse.quality.datasets import load_split, synthetic_inputs
+from dse.quality.fidelity import non_finite
 from dse.quality.user_evaluator import DeployedModel, run_user_evaluator
 
 if TYPE_CHECKING:
@@ -68,14 +69,14 @@ class _Model:
     """The candidate's model before deployment, and the inputs it is scored on.
 
     ``eval_x`` is the held-out split (``eval_y`` its labels) or, without a dataset, stand-in
-    inputs (``eval_y`` None); ``reference`` computes the fp32 outputs on it.
+    inputs (``eval_y`` None); ``reference`` holds the fp32 outputs on it, all finite.
     """
 
     artifact: Artifact
     build_seconds: float
     eval_x: np.ndarray
     eval_y: np.ndarray | None
-    reference: Callable[[], np.ndarray]
+    reference: np.ndarray
     fixed_batch: int | None
     graph: Path | None  # the ONNX graph its statistics are read from
     metrics: dict[str, float]
@@ -89,7 +90,9 @@ def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: Har
 
     Weights are cached under ``cache_dir / "trained"``, artifacts under
     ``cache_dir / "artifacts"``. Raises BuildError, with the reason, for any candidate that
-    cannot exist on this device or fails to build; the caller records it as infeasible.
+    cannot exist on this device or fails to build; the caller records it as infeasible. So is a
+    model whose outputs on the evaluation inputs hold NaN or Inf, in its fp32 reference or as
+    deployed: every metric scored from them would be meaningless.
     """
     backend = _check(candidate, profile)
     cache = ArtifactCache(cache_dir / "artifacts")
@@ -97,8 +100,6 @@ def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: Har
         model = _file_model(candidate, training, cache)
     else:
         model = _torch_model(candidate, training, cache_dir, cache)
-    # Taken before compiling: a backend may cast or rewrite the module it is handed.
-    reference = model.reference()
     runner = backend.compile(model.artifact, candidate.knobs, profile, candidate.batch_size)
     run = runner.run if model.fixed_batch is None else _padded(runner.run, model.fixed_batch)
     try:
@@ -113,10 +114,18 @@ def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: Har
     except Exception as exc:
         runner.close()
         raise BuildError(f"the compiled {candidate.backend} runner failed on the test split: "
-                         f"{type(exc).__name__}: {exc}") from exc
+                         f"{type(exc).__name__}: {_one_line(exc)}") from exc
+    problem = non_finite(deployed)
+    if problem is not None:
+        runner.close()
+        # The fp32 reference was finite (checked before the build): this lowering's doing.
+        raise BuildError(f"{_label(candidate)}: the model's outputs contain {problem} on the "
+                         f"validation batch at {candidate.precision} while its fp32 reference is "
+                         f"finite: {candidate.precision} on {candidate.backend} overflows or breaks "
+                         f"this model")
     metrics = {
         **model.metrics,
-        **fidelity_metrics(reference, deployed),
+        **fidelity_metrics(model.reference, deployed),
         "model_size_mb": model.artifact.size_bytes / 1e6,
         "build_seconds": model.build_seconds,
         "first_call_ms": first_call_ms,
@@ -171,13 +180,15 @@ def _torch_model(candidate: Candidate, training: TrainingSpec, cache_dir: Path,
         split = load_split(dataset, training.seed, trained.input_shape)
         eval_x, eval_y, calibration = split.x_test, split.y_test, split.x_train
     calibration = calibration[:CALIBRATION_IMAGES]
+    # Before building: a backend may cast or rewrite the module it is handed, and a model that is
+    # already non-finite in fp32 is not worth lowering (int8 calibration would fail obscurely).
+    reference = _finite_reference(candidate, reference_logits(trained.module, eval_x))
     artifact, build_seconds = build_artifact(candidate, trained, cache, calibration)
     # A torch artifact has no graph of its own: its statistics come from the fp32 export (cached,
     # shared with the ONNX backends, and not charged to this candidate's build time).
     graph = artifact.path if artifact.path is not None else fp32_onnx(trained, cache)[0]
     return _Model(
-        artifact, build_seconds, eval_x, eval_y, lambda: reference_logits(trained.module, eval_x),
-        None, graph,
+        artifact, build_seconds, eval_x, eval_y, reference, None, graph,
         {"params_m": sum(p.numel() for p in trained.module.parameters()) / 1e6,
          "train_seconds": trained.train_seconds, **proxies},
         {"weights_key": trained.key, "weights_cached": str(trained.cached),
@@ -234,7 +245,7 @@ def _file_model(candidate: Candidate, training: TrainingSpec, cache: ArtifactCac
         raise BuildError(str(exc)) from exc
     if info.fixed_batch is not None and candidate.batch_size != info.fixed_batch:
         raise BuildError(f"{path.name} fixes the batch at {info.fixed_batch}; batch size "
-                         f"{candidate.batch_size} cannot run")
+                         f"{candidate.batch_size} cannot run (input {info.name!r}, axis 0)")
     dataset = source_dataset(candidate.family, candidate.model)
     if dataset is None:
         eval_x: np.ndarray = synthetic_inputs(info.sample_shape, training.seed)
@@ -246,34 +257,72 @@ def _file_model(candidate: Candidate, training: TrainingSpec, cache: ArtifactCac
             raise BuildError(str(exc)) from exc
         eval_x, eval_y, calibration = split.x_test, split.y_test, split.x_train
     calibration = calibration[:CALIBRATION_IMAGES]
+    reference = _finite_reference(candidate, _file_reference(
+        path, eval_x, info.fixed_batch or candidate.batch_size, info.fixed_batch is not None,
+        training.threads))
     artifact, build_seconds = build_file_artifact(
         candidate, path, str(candidate.model.get("sha256", "")), info.sample_shape, cache,
         calibration)
     return _Model(
-        artifact, build_seconds, eval_x, eval_y,
-        lambda: _file_reference(path, eval_x, info.fixed_batch, training.threads),
-        info.fixed_batch, artifact.path, {"train_seconds": 0.0},
+        artifact, build_seconds, eval_x, eval_y, reference, info.fixed_batch, artifact.path,
+        {"train_seconds": 0.0},
         {"onnx_file": str(path), "onnx_sha256": str(candidate.model.get("sha256", "")),
          "dataset": dataset or "none", "calibration_images": str(len(calibration))},
         {f"proxy_{name}": "zero-cost proxies score a torch module; an ONNX file has none"
          for name in PROXIES})
 
 
-def _file_reference(path: Path, x: np.ndarray, fixed_batch: int | None,
+def _file_reference(path: Path, x: np.ndarray, batch: int, fixed: bool,
                     threads: int) -> np.ndarray:
-    """The fp32 file's outputs on ``x`` from ONNX Runtime's CPU provider."""
+    """The fp32 file's outputs on ``x`` from ONNX Runtime's CPU provider, fed ``batch`` rows at a
+    time (the candidate's batch size, so a file whose graph only runs at some batch sizes fails
+    as the candidate would); ``fixed``: the file fixes the batch, so a short last one is padded.
+
+    Raises BuildError with ORT's message when it cannot load the file (an operator it has no
+    kernel for) or run it (a shape its graph rejects).
+    """
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    options.log_severity_level = 4  # ORT's errors come back in the BuildError, not on stderr too
+    where = f"the fp32 reference (onnxruntime, CPU) of {path.name}"
+    # ORT's own exception types (Fail, InvalidGraph, NotImplemented...) share no base class
+    # below Exception.
+    try:
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise BuildError(f"{where} could not load: {type(exc).__name__}: {_one_line(exc)}") from exc
     name = session.get_inputs()[0].name
 
-    def run(batch: np.ndarray) -> np.ndarray:
-        return np.asarray(session.run(None, {name: batch})[0])
+    def run(rows: np.ndarray) -> np.ndarray:
+        return np.asarray(session.run(None, {name: rows})[0])
 
-    batch = fixed_batch or 256
-    return predict_batches(run if fixed_batch is None else _padded(run, batch), x, batch)
+    try:
+        return predict_batches(_padded(run, batch) if fixed else run, x, batch)
+    except Exception as exc:
+        raise BuildError(f"{where} failed at batch size {batch}: {type(exc).__name__}: "
+                         f"{_one_line(exc)}") from exc
+
+
+def _finite_reference(candidate: Candidate, reference: np.ndarray) -> np.ndarray:
+    """``reference`` when all of it is finite; else BuildError: the model itself makes NaN or Inf
+    in fp32, whatever the backend or precision (weights that are NaN, a forward that overflows)."""
+    problem = non_finite(reference)
+    if problem is not None:
+        raise BuildError(f"{_label(candidate)}: the model's outputs contain {problem} on the "
+                         f"validation batch in its own fp32 reference: the model produces them, "
+                         f"whatever the backend or precision")
+    return reference
+
+
+def _label(candidate: Candidate) -> str:
+    return f"{candidate.backend} {candidate.precision}"
+
+
+def _one_line(exc: BaseException) -> str:
+    """A runtime's message on one line (ORT's may span several)."""
+    return " ".join(str(exc).split())
 
 
 def _graph_metrics(model: _Model, batch_size: int, missing: dict[str, str],

@@ -95,8 +95,9 @@ def _onnx_problems(path: Path, model: ModelSpec, backends: Collection[str],
         wrong = [b for b in batch_sizes if b != info.fixed_batch]
         if wrong:
             problems.append(f"{path}: deployment.batch_sizes: the ONNX file fixes the batch at "
-                            f"{info.fixed_batch}; {wrong} cannot run (export it with a dynamic "
-                            f"batch axis to search batch sizes)")
+                            f"{info.fixed_batch}; {wrong} cannot run ({model.onnx}: input "
+                            f"{info.name!r} axis 0 is {info.fixed_batch}; export it with a "
+                            f"dynamic batch axis to search batch sizes)")
     if model.dataset is not None:
         problems.extend(_fit(path, model.dataset, info.sample_shape))
     return problems

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import onnx
 
 # ONNX TensorProto.FLOAT: the runners feed float32 batches.
 _FLOAT = 1
@@ -45,9 +49,16 @@ def onnx_input(path: Path) -> OnnxInput:
     if len(dims) < 2:
         raise ValueError(f"{path}: input {inputs[0].name!r} has shape of rank {len(dims)}; dse "
                          f"needs a batch axis first and a sample shape after it")
-    dynamic = [index for index, dim in enumerate(dims[1:], start=1) if dim is None]
+    dynamic = [f"{index} ({_dim_name(tensor.shape.dim[index])})"
+               for index, dim in enumerate(dims[1:], start=1) if dim is None]
     if dynamic:
-        raise ValueError(f"{path}: input {inputs[0].name!r} has dynamic axes {dynamic} besides "
-                         f"the batch (axis 0); export it with a fixed sample shape")
+        raise ValueError(f"{path}: input {inputs[0].name!r} has dynamic axes "
+                         f"{', '.join(dynamic)} besides the batch (axis 0); dse feeds samples of "
+                         f"one fixed shape: export it with a fixed sample shape")
     sample = tuple(int(d) for d in dims[1:] if d is not None)
     return OnnxInput(inputs[0].name, sample, dims[0])
+
+
+def _dim_name(dim: onnx.TensorShapeProto.Dimension) -> str:
+    """How the file names a dynamic dimension: its symbol (``'h'``), else that it has none."""
+    return repr(dim.dim_param) if dim.dim_param else "unnamed"

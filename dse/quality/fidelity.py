@@ -43,11 +43,32 @@ def reference_logits(module: torch.nn.Module, x: np.ndarray) -> np.ndarray:
     return logits
 
 
+def non_finite(outputs: np.ndarray) -> str | None:
+    """What is non-finite in ``outputs``, as a reason reads it: ``"NaN (12 of 3600 values
+    non-finite)"`` (``Inf``, or ``NaN and Inf``, likewise); None when every value is finite."""
+    finite = np.isfinite(outputs)
+    bad = int(outputs.size - np.count_nonzero(finite))
+    if bad == 0:
+        return None
+    nans = int(np.count_nonzero(np.isnan(outputs)))
+    kinds = "NaN and Inf" if 0 < nans < bad else ("NaN" if nans else "Inf")
+    return f"{kinds} ({bad} of {outputs.size} values non-finite)"
+
+
 def fidelity_metrics(reference: np.ndarray, deployed: np.ndarray) -> dict[str, float]:
-    """``max_abs_error``, ``rel_l2_error`` and ``top1_agreement`` of ``deployed`` outputs."""
+    """``max_abs_error``, ``rel_l2_error`` and ``top1_agreement`` of ``deployed`` outputs.
+
+    Raises ValueError when the shapes differ or either side holds NaN or Inf: the metrics would
+    be NaN, and a NaN metric must never reach the search (check with :func:`non_finite` first
+    to say whose outputs they are).
+    """
     if reference.shape != deployed.shape:
         raise ValueError(f"outputs differ in shape: reference {reference.shape}, "
                          f"deployed {deployed.shape}")
+    for side, outputs in (("reference", reference), ("deployed", deployed)):
+        problem = non_finite(outputs)
+        if problem is not None:
+            raise ValueError(f"the {side} outputs contain {problem}; fidelity is undefined")
     difference = deployed - reference
     norm = float(np.linalg.norm(reference))
     return {

@@ -187,8 +187,9 @@ class SearchLoop:
     # -- one trial ---------------------------------------------------------------------------
 
     def _record(self, search: _DeviceSearch, trial: optuna.Trial, status: str, reason: str,
-                metrics: dict[str, float], missing: dict[str, str]) -> str:
-        """Store the result on the trial and tell Optuna; returns the final status."""
+                metrics: dict[str, float], missing: dict[str, str]) -> tuple[str, str]:
+        """Store the result on the trial and tell Optuna; returns the final status and reason
+        (an ok measurement without a finite objective or constrained metric becomes failed)."""
         from optuna.trial import TrialState
 
         if status == "ok":
@@ -204,11 +205,11 @@ class SearchLoop:
         trial.set_user_attr("missing", missing)
         if status != "ok":
             search.study.tell(trial, state=TrialState.FAIL)
-            return status
+            return status, reason
         for constraint in self.space.constraints:
             trial.set_constraint(str(constraint), constraint.violation(metrics[constraint.metric]))
         search.study.tell(trial, [metrics[m] for m in self.objectives])
-        return status
+        return status, reason
 
     def _save_samples(self, search: _DeviceSearch, number: int,
                       measurement: Measurement) -> str | None:
@@ -259,9 +260,9 @@ class SearchLoop:
         pending = self.pending.pop(key)
         search = self.searches[pending.profile]
         pending.trial.set_user_attr("reused_from", known.number)
-        status = self._record(search, pending.trial, known.status, known.reason, known.metrics,
-                              known.missing)
-        self._outcome(search, pending, status, known.reason, known.metrics, known.number)
+        status, reason = self._record(search, pending.trial, known.status, known.reason,
+                                      known.metrics, known.missing)
+        self._outcome(search, pending, status, reason, known.metrics, known.number)
 
     def _finish_measured(self, done: Done) -> None:
         pending = self.pending.pop(done.job.key)
@@ -276,15 +277,14 @@ class SearchLoop:
         fidelity = fidelity_attrs(measurement.provenance)
         for name, value in fidelity.items():
             trial.set_user_attr(name, value)
-        status = self._record(search, trial, measurement.status, measurement.reason,
-                              measurement.metrics, measurement.missing)
+        status, reason = self._record(search, trial, measurement.status, measurement.reason,
+                                      measurement.metrics, measurement.missing)
         if (search.tracker is not None and status == "ok"
                 and fidelity.get("fidelity") != "screen"):
             search.tracker.add(trial.number, measurement.metrics)
-        known = _Known(trial.number, status, measurement.reason, measurement.metrics,
-                       measurement.missing)
+        known = _Known(trial.number, status, reason, measurement.metrics, measurement.missing)
         search.known[pending.candidate.candidate_id] = known
-        self._outcome(search, pending, status, measurement.reason, measurement.metrics, None,
+        self._outcome(search, pending, status, reason, measurement.metrics, None,
                       fidelity.get("fidelity"))
         for follower in self.followers.pop(pending.candidate.candidate_id, []):
             key = next(k for k, v in self.pending.items() if v is follower)
@@ -319,7 +319,9 @@ class SearchLoop:
 
         On Ctrl-C the trials in flight are failed as interrupted (re-queued on the next run), then
         the interrupt is re-raised. A dse bug fails them with the error and stops the run. Too many
-        failed or infeasible trials stop the run with an error naming the last reason.
+        failed or infeasible trials stop the run with an error naming the last reason, and so does
+        a write the file system refuses (DseError naming the run folder and "no space left on
+        device" or "file too large"; the study keeps what it held).
         """
         budget = self.experiment.spec.budget
         try:
@@ -333,6 +335,9 @@ class SearchLoop:
                     for search in self.searches.values():
                         for _ in range(self._to_ask(search)):
                             self._ask(search)
+                # Checked after asking too: a repeat of a failed candidate fails inside _ask,
+                # leaves nothing pending, and would otherwise loop here for ever.
+                self._stop_if_too_many_failed()
                 if not self.pending:
                     # Every device is busy elsewhere or still starting: wait for a change rather
                     # than spin (reused results finish at once and never leave trials pending).
@@ -342,30 +347,51 @@ class SearchLoop:
                 with self.node_lock.shared():
                     for done in finished:
                         self._finish_measured(done)
-                if self.failed_here >= budget.max_failed and any(
-                        s.completed < budget.trials for s in self.searches.values()):
-                    done_count = sum(s.completed for s in self.searches.values())
-                    raise DseError(
-                        f"{self.experiment.path}: budget.max_failed: stopped after "
-                        f"{self.failed_here} failed or infeasible trials in this run ({done_count} of "
-                        f"{budget.trials * len(self.searches)} completed); last: {self.last_failure}")
+                self._stop_if_too_many_failed()
         except BaseException as exc:
+            from dse.results.write_failure import describe_write_failure
+
             self._abandon(exc)
+            refused = describe_write_failure(exc, self.run_dir)
+            if refused is not None:
+                # A full disk is the user's to fix, not a dse bug: one line, no traceback.
+                raise DseError(f"{refused}. The study keeps every trial completed before; free "
+                               f"space (or raise the limit) and run again to resume") from exc
             raise
+
+    def _stop_if_too_many_failed(self) -> None:
+        """DseError naming the last reason once this run has had budget.max_failed failed or
+        infeasible trials while some budget is still open."""
+        budget = self.experiment.spec.budget
+        if self.failed_here >= budget.max_failed and any(
+                s.completed < budget.trials for s in self.searches.values()):
+            done_count = sum(s.completed for s in self.searches.values())
+            raise DseError(
+                f"{self.experiment.path}: budget.max_failed: stopped after "
+                f"{self.failed_here} failed or infeasible trials in this run ({done_count} of "
+                f"{budget.trials * len(self.searches)} completed); last: {self.last_failure}")
 
     def _abandon(self, exc: BaseException) -> None:
         """Leave every study consistent, nothing half-written, and say what happened."""
+        from optuna.exceptions import StorageInternalError
         from optuna.trial import TrialState
+        from sqlalchemy.exc import SQLAlchemyError
 
         self.dispatcher.cancel()
         interrupted = isinstance(exc, KeyboardInterrupt)
         for pending in self.pending.values():
             trial = pending.trial
-            trial.set_user_attr("status", "failed")
-            trial.set_user_attr("interrupted", True)
-            trial.set_user_attr("reason", "interrupted before the measurement finished"
-                                if interrupted else f"dse error: {type(exc).__name__}: {exc}")
-            self.searches[pending.profile].study.tell(trial, state=TrialState.FAIL,
-                                                      skip_if_finished=True)
+            try:
+                trial.set_user_attr("status", "failed")
+                trial.set_user_attr("interrupted", True)
+                trial.set_user_attr("reason", "interrupted before the measurement finished"
+                                    if interrupted else f"dse error: {type(exc).__name__}: {exc}")
+                self.searches[pending.profile].study.tell(trial, state=TrialState.FAIL,
+                                                          skip_if_finished=True)
+            except (StorageInternalError, SQLAlchemyError, OSError):
+                # The study cannot be written any more (a full disk): leave the trials RUNNING,
+                # as a killed driver does; the next run's recovery fails and re-queues them.
+                # The error that stopped the run is raised by the caller.
+                break
         self.pending.clear()
         self.followers.clear()

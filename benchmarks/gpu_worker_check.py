@@ -1,0 +1,166 @@
+"""dse's device worker on an NVIDIA GPU: real candidates built, measured and scored there.
+
+The same ``DeviceWorker.evaluate`` a campaign's Ray actor runs, called in-process (the GPU
+machine this is meant for may have no Ray), for the tiny CNN over every torch backend and
+precision the profile offers (batch 1 and 256), plus the GPU-only backends (which become
+infeasible with their reason where their runtime is missing). Then:
+- a sustained run of one candidate: latency drift beside temperature, clocks and throttling;
+- reproducibility: a launch-bound (batch 256) and a GPU-bound (batch 4096) candidate, each measured
+  five times; a run "hits" when its p50 lies inside every other run's 95% CI;
+- energy: the NVML energy counter against integrated power over one loaded window (done-when 6).
+
+Run: ``python benchmarks/gpu_worker_check.py [--profile hw_profiles/h200.yaml]``. On a machine
+without CUDA it says so and exits 0 (nothing to measure). Ends with ``BENCH`` lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+from dse.candidate import Candidate
+from dse.measurement import Measurement
+from dse.spec import MeasureSpec, TrainingSpec
+from dse.spec.loading import load_profile
+
+ARCH = {"num_stages": 2, "depth": 2, "width_mult": 1.0, "kernel_size": 3, "expand_ratio": 4}
+PRECISIONS = ("fp32", "fp16", "bf16")
+# torch.compile once per precision (its compiles dominate the run); the GPU-only runtimes once each.
+GRID = ([("torch", precision, 1) for precision in PRECISIONS]
+        + [(backend, precision, 256) for backend in ("torch", "torch_compile") for precision in PRECISIONS]
+        + [("onnxruntime_cuda", "fp32", 256), ("onnxruntime_tensorrt", "fp16", 256),
+           ("tensorrt", "fp16", 256)])
+
+
+def _fmt(metrics: dict[str, float], name: str, spec: str = ".4f") -> str:
+    value = metrics.get(name)
+    return "-" if value is None or not math.isfinite(value) else format(value, spec)
+
+
+def report(label: str, result: Measurement) -> None:
+    m = result.metrics
+    if result.status != "ok":
+        print(f"{label:34s} {result.status}: {result.reason[:300]}")
+        return
+    print(f"{label:34s} p50 {_fmt(m, 'latency_p50_ms')} ms [{_fmt(m, 'latency_p50_ci_low_ms')}, "
+          f"{_fmt(m, 'latency_p50_ci_high_ms')}] p99 {_fmt(m, 'latency_p99_ms')}  "
+          f"{_fmt(m, 'throughput_sps', '.0f')} sps  acc {_fmt(m, 'accuracy', '.3f')}  "
+          f"E/inf {_fmt(m, 'energy_per_inference_mj', '.4f')} mJ "
+          f"({result.provenance.get('nvml.energy_source', 'none')})  P {_fmt(m, 'power_mean_w', '.1f')} W  "
+          f"T {_fmt(m, 'temperature_peak_c', '.0f')} C  thr {_fmt(m, 'throttled_fraction', '.2f')}  "
+          f"cuda_peak {_fmt(m, 'cuda_allocated_peak_mb', '.1f')} MB  "
+          f"compile {_fmt(m, 'compile_seconds', '.2f')} s  top1 {_fmt(m, 'top1_agreement', '.3f')}")
+
+
+def repro_hits(runs: list[dict[str, float]], label: str) -> int:
+    """Runs whose p50 lies inside every other run's 95% CI (issue 3's criterion), printed."""
+    hits = 0
+    for i, run in enumerate(runs):
+        inside = all(other.get("latency_p50_ci_low_ms", math.inf) <= run["latency_p50_ms"]
+                     <= other.get("latency_p50_ci_high_ms", -math.inf)
+                     for j, other in enumerate(runs) if j != i)
+        hits += inside
+        print(f"repro {label} run {i}: p50 {run['latency_p50_ms']:.5f} ms CI "
+              f"[{_fmt(run, 'latency_p50_ci_low_ms', '.5f')}, "
+              f"{_fmt(run, 'latency_p50_ci_high_ms', '.5f')}] {'hit' if inside else 'miss'}")
+    return hits
+
+
+def energy_agreement() -> tuple[float, float, str]:
+    """Energy per matmul over one loaded 3 s window: (from the counter, from integrated power)."""
+    import torch
+
+    from dse.measure.telemetry import Window
+    from dse.measure.telemetry.derived import power_energy
+    from dse.measure.telemetry.nvml import NvmlProbe
+
+    probe = NvmlProbe()
+    ok, why = probe.available()
+    if not ok:
+        return math.nan, math.nan, why
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+
+    def load(seconds: float) -> int:
+        done, end = 0, time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            for _ in range(10):
+                a @ a
+            torch.cuda.synchronize()
+            done += 10
+        return done
+
+    load(1.5)  # NVML's power is a 1 s average from Ampere on: start the window loaded
+    probe.start()
+    start = time.time()
+    done = load(3.0)
+    end = time.time()
+    trace = probe.stop()
+    window = Window(start, end, inferences=done)
+    result = probe.summarize(trace, window)
+    counter = result.metrics.get("energy_per_inference_mj", math.nan)
+    source = probe.last_energy_source
+    integrated = power_energy(trace.timestamps, trace.channels["power_w"], window).metrics.get(
+        "energy_per_inference_mj", math.nan)
+    print(f"energy: {done} bf16 8192^3 products in {end - start:.2f} s; per product "
+          f"{counter:.1f} mJ ({source}) vs {integrated:.1f} mJ integrated power; "
+          f"mean power {result.metrics.get('power_mean_w', math.nan):.1f} W, "
+          f"peak {result.metrics.get('temperature_peak_c', math.nan):.0f} C, "
+          f"{2 * 8192**3 * done / (end - start) / 1e12:.0f} TFLOP/s")
+    return counter, integrated, source
+
+
+def main() -> None:
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--profile", type=Path, default=Path("hw_profiles/h200.yaml"))
+    args = parser.parse_args()
+    import torch
+
+    if not torch.cuda.is_available():
+        print("no CUDA device (torch reports none): nothing to measure here")
+        return
+    from dse.farm.worker import DeviceWorker
+    from dse.measure.provenance import cuda_provenance
+
+    print({k: v for k, v in cuda_provenance().items()})
+    profile = load_profile(args.profile)
+    training = TrainingSpec(epochs=3, threads=8)
+    measure = MeasureSpec(max_seconds=2.0, warmup_max_seconds=0.5)
+    with tempfile.TemporaryDirectory() as cache:
+        worker = DeviceWorker(profile, cache)
+        statuses: dict[str, int] = {}
+        for backend, precision, batch in GRID:
+            candidate = Candidate("cnn", ARCH, precision, batch, backend, device_profile=profile.name)
+            start = time.perf_counter()
+            result = worker.evaluate(candidate, training, measure)
+            statuses[result.status] = statuses.get(result.status, 0) + 1
+            report(f"{backend}/{precision}/b{batch} ({time.perf_counter() - start:.1f}s)", result)
+
+        sustained = MeasureSpec(max_seconds=2.0, warmup_max_seconds=0.5, sustained_seconds=8.0)
+        heavy = Candidate("cnn", ARCH, "fp32", 4096, "torch", device_profile=profile.name)
+        result = worker.evaluate(heavy, training, sustained)
+        report("sustained torch/fp32/b4096", result)
+        print(f"  drift {_fmt(result.metrics, 'latency_drift_pct', '.2f')} %  clock drop "
+              f"{_fmt(result.metrics, 'clock_drop_pct', '.1f')} %")
+
+        # Launch-bound (batch 256: ~1 ms of mostly host work) and GPU-bound (batch 4096).
+        repro = {batch: [worker.evaluate(Candidate("cnn", ARCH, "fp32", batch, "torch",
+                                                   device_profile=profile.name),
+                                         training, measure).metrics for _ in range(5)]
+                 for batch in (256, 4096)}
+    hits = {batch: repro_hits(runs, f"b{batch}") for batch, runs in repro.items()}
+    counter, integrated, source = energy_agreement()
+    deviation = abs(counter / integrated - 1) if integrated and math.isfinite(integrated) else math.nan
+    print(f"statuses {statuses}")
+    print(f"BENCH gpu_repro_hits_b256 {hits[256]}")
+    print(f"BENCH gpu_repro_hits_b4096 {hits[4096]}")
+    print(f"BENCH gpu_energy_counter_vs_integrated {deviation:.4f}")
+    print(f"BENCH gpu_energy_source_counter {int(source == 'energy_counter')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import signal
+import threading
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +101,36 @@ class _DeviceSearch:
         self.known: dict[str, _Known] = {}
         # The fully measured front that screening compares with (None: no screening here).
         self.tracker = tracker
+
+
+class _StickyInterrupt:
+    """Ctrl-C that cannot be lost. Python drops an exception raised inside a finaliser or a weakref
+    callback (it prints "Exception ignored in ..."), so a SIGINT that lands while one runs (the
+    database layer has some) would be forgotten and the run would go on. The handler records the
+    interrupt as well as raising it, and the loop checks the record on every turn. Installed only
+    in the main thread and only over Python's default handler (never over one the caller set)."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _StickyInterrupt:
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        if self.seen:
+            raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
 
 
 class SearchLoop:
@@ -323,6 +355,10 @@ class SearchLoop:
         a write the file system refuses (DseError naming the run folder and "no space left on
         device" or "file too large"; the study keeps what it held).
         """
+        with _StickyInterrupt() as interrupts:
+            self._run(interrupts)
+
+    def _run(self, interrupts: _StickyInterrupt) -> None:
         budget = self.experiment.spec.budget
         try:
             with self.node_lock.shared():
@@ -330,6 +366,7 @@ class SearchLoop:
                     self._recover(search)
             self.dispatcher.start()
             while any(s.completed < budget.trials for s in self.searches.values()):
+                interrupts.check()
                 # The driver's own work is "other dse work" for a device on its node.
                 with self.node_lock.shared():
                     for search in self.searches.values():

@@ -126,7 +126,7 @@ def main() -> None:
     from dse.farm.worker import DeviceWorker
     from dse.measure.provenance import cuda_provenance
 
-    print({k: v for k, v in cuda_provenance().items()})
+    print(cuda_provenance())
     profile = load_profile(args.profile)
     training = TrainingSpec(epochs=3, threads=8)
     measure = MeasureSpec(max_seconds=2.0, warmup_max_seconds=0.5)

@@ -39,6 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the replay campaign is laid out by the tests' helper
+
+from tests.replay_campaign import replay_campaign  # noqa: E402
+
 NAME = "chaos"
 BUDGET = 120  # completed trials: about 3.5 s of search loop on 2 cores, after ~1.8 s of start-up
 KILL_AFTER_S = (1.0, 3.5)  # from process start: mostly inside the loop, sometimes in start-up
@@ -64,24 +68,6 @@ class Tally:
     lost: int = 0
     duplicated: int = 0
     campaigns: int = 0
-
-
-def _experiment(root: Path) -> Path:
-    """A replay-only campaign over the shipped free-parameter grid and ZDT1 table."""
-    for folder in ("search_spaces", "hw_profiles/replay", "hw_profiles/tables", "experiments"):
-        (root / folder).mkdir(parents=True, exist_ok=True)
-    for part in ("search_spaces/free-params-example.yaml", "hw_profiles/replay/replay-example.yaml",
-                 "hw_profiles/tables/zdt1-grid.csv"):
-        (root / part).write_bytes((REPO / part).read_bytes())
-    experiment = root / "experiments" / f"{NAME}.yaml"
-    experiment.write_text(f"""\
-name: {NAME}
-search_space: ../search_spaces/free-params-example.yaml
-devices: [../hw_profiles/replay/replay-example.yaml]
-sampler: {{name: random, seed: 0}}
-budget: {{trials: {BUDGET}}}
-""")
-    return experiment
 
 
 def _command(experiment: Path) -> list[str]:
@@ -208,7 +194,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="dse-chaos-") as folder:
         root = Path(folder)
-        experiment = _experiment(root)
+        experiment = replay_campaign(root, NAME, BUDGET)
         db = experiment.parent / "runs" / NAME / "study.db"
         log = root / "driver.log"
         seen: dict[int, tuple[object, object]] = {}  # COMPLETE trials of the current campaign

@@ -20,7 +20,7 @@ from dse.spec import (
     read_yaml,
 )
 from dse.spec.loading import load_profile, load_search_space
-from dse.spec.models import ParamSpec
+from dse.spec.models import ParamSpec, checked_values
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -59,9 +59,8 @@ def _knob_value_problems(backend: Backend, knob: str, values: ParamSpec) -> list
     """What ``compile`` would say of each value a knob may take (a range: its two ends)."""
     from dse.exceptions import BuildError
 
-    tried = values if isinstance(values, list) else [values.low, values.high]
     problems = []
-    for value in dict.fromkeys(tried):  # each value once, in order
+    for value in dict.fromkeys(checked_values(values)):  # each value once, in order
         try:
             backend.check_knob_values({knob: value})
         except BuildError as exc:
@@ -153,18 +152,21 @@ class CampaignResult:
 
 def write_report(experiment: Experiment) -> tuple[Path, Path, Path]:
     """Write trials.parquet, pareto.csv and the dashboard of a campaign, and refresh the
-    dashboards folder's index.html; returns the first three paths."""
+    dashboards folder's index.html; returns the first three paths. A write the disk refuses is a
+    DseError of one line; the files are written atomically, so the previous ones stay whole."""
     from dse.report import write_dashboard
     from dse.report.index import write_index
     from dse.results import load_campaign, write_results
+    from dse.results.write_failure import REPORT_ADVICE, refused_writes_as_errors
 
     _declare_metrics(experiment)
-    studies = load_campaign(experiment.run_dir)
-    trials, front = write_results(studies, experiment.run_dir,
-                                  [o.metric for o in experiment.space.objectives])
-    dashboard = write_dashboard(experiment.run_dir, experiment.dashboard_path,
-                                title=experiment.name)
-    write_index(dashboard.parent)
+    with refused_writes_as_errors(experiment.run_dir, REPORT_ADVICE):
+        studies = load_campaign(experiment.run_dir)
+        trials, front = write_results(studies, experiment.run_dir,
+                                      [o.metric for o in experiment.space.objectives])
+        dashboard = write_dashboard(experiment.run_dir, experiment.dashboard_path,
+                                    title=experiment.name)
+        write_index(dashboard.parent)
     return trials, front, dashboard
 
 
@@ -227,15 +229,6 @@ def _dispatcher(experiment: Experiment, evaluator: Evaluator | None,
     return MixedDispatcher(farm, evaluators) if local else farm
 
 
-def _raise_if_disk_refused(exc: BaseException, run_dir: Path) -> None:
-    """DseError with one line when ``exc`` comes from a write the file system refused."""
-    from dse.results.write_failure import describe_write_failure
-
-    refused = describe_write_failure(exc, run_dir)
-    if refused is not None:
-        raise DseError(f"{refused}; free space (or raise the limit) and run again") from exc
-
-
 def _report_what_fits(experiment: Experiment, run_dir: Path) -> None:
     """Write the tables and page after a stopped run; a write the disk refuses is left to the
     error that stopped the run (the files are written atomically: the old ones stay whole)."""
@@ -264,6 +257,7 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
     instead of the farm; a replay device's candidates are served from its recorded table (see
     ``dse.search.evaluators``). Ray starts only for the devices left to the farm, if any.
     """
+    from dse.results.write_failure import RESUME_ADVICE, refused_writes_as_errors
     from dse.search.loop import SearchLoop
     from dse.search.study import open_experiment_studies
 
@@ -276,16 +270,13 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
     run_dir = experiment.run_dir
     profiles = list(experiment.devices)
     farm_names = {p.name for p in on_farm}
-    try:
+    with refused_writes_as_errors(run_dir, RESUME_ADVICE):
         studies = open_experiment_studies(
             experiment, evaluated=[p.name for p in profiles if p.name not in farm_names])
         declared = [spec.to_dict() for spec in experiment.space.metric_specs()]
         for study in studies.values():
             # Results and reports read units and directions of declared metrics from the study.
             study.set_user_attr("metrics", declared)
-    except Exception as exc:
-        _raise_if_disk_refused(exc, run_dir)
-        raise
     dispatcher = _dispatcher(experiment, evaluator, on_farm, address)
     loop = SearchLoop(experiment, studies, dispatcher, run_dir, on_trial=on_trial,
                       evaluated=[p.name for p in profiles if p.name not in farm_names])

@@ -38,17 +38,6 @@ def _console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False)
 
 
-def _refused_write(exc: Exception, experiment: Experiment | None, advice: str) -> typer.Exit:
-    """A write the file system refused (full disk, quota, file size limit) under the campaign's
-    folders becomes one line naming the run folder and why; anything else is raised again."""
-    from dse.results.write_failure import describe_write_failure
-
-    refused = None if experiment is None else describe_write_failure(exc, experiment.run_dir)
-    if refused is None:
-        raise exc
-    return _fail(DseError(f"{refused}. {advice}"))
-
-
 def _fail(exc: DseError) -> typer.Exit:
     problems = exc.problems if isinstance(exc, SpecError) else [str(exc)]
     console = _console(stderr=True)
@@ -183,7 +172,6 @@ def run(experiment: Annotated[Path, typer.Argument(help="Campaign YAML (experime
     from dse.api import load_experiment, run_campaign
 
     console = _console()
-    loaded: Experiment | None = None
     try:
         loaded = load_experiment(experiment)
         progress, task = _progress_printer(console)
@@ -202,9 +190,6 @@ def run(experiment: Annotated[Path, typer.Argument(help="Campaign YAML (experime
     except KeyboardInterrupt:
         console.print("interrupted: the study is consistent; run the same command again to resume")
         raise typer.Exit(130) from None
-    except Exception as exc:
-        raise _refused_write(exc, loaded, "The study keeps every trial completed before; free "
-                             "space (or raise the limit) and run again to resume") from None
     if report:
         front = result.pareto()
         console.print(_front_table(front, result.objectives))
@@ -250,7 +235,6 @@ def report_cmd(
     campaign's run; with --serve, serve them on localhost and keep them current while it runs."""
     from dse.api import load_experiment, write_report
 
-    loaded: Experiment | None = None
     try:
         loaded = load_experiment(experiment)
         if serve:
@@ -259,9 +243,6 @@ def report_cmd(
         paths = write_report(loaded)
     except DseError as exc:
         raise _fail(exc) from None
-    except Exception as exc:
-        raise _refused_write(exc, loaded, "The files written before are left whole; free space "
-                             "(or raise the limit) and run it again") from None
     for path in paths:
         print(path)
 

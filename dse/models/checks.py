@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from dse.spec import ModelSpec, RangeParam
+from dse.spec import ModelSpec
+from dse.spec.models import checked_values
 
 # Backends that deploy an ONNX file; the torch backends need the module itself.
 ONNX_BACKENDS = frozenset({"onnxruntime", "onnxruntime_cuda", "onnxruntime_tensorrt", "tensorrt"})
@@ -57,8 +58,7 @@ def _family_problems(path: Path, model: ModelSpec) -> list[str]:
             problems.append(f"{where}: unknown parameter of family {family.name!r}; allowed: "
                             f"{', '.join(sorted(family.arch_params))}")
             continue
-        values = [spec.low, spec.high] if isinstance(spec, RangeParam) else list(spec)
-        for value in values:
+        for value in checked_values(spec):
             try:
                 family.validate({key: value})
             except ValueError as exc:

@@ -9,7 +9,10 @@ import resource
 import shutil
 import sqlite3
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from dse.exceptions import DseError
 
 REFUSED = {
     errno.ENOSPC: "no space left on device",
@@ -84,3 +87,25 @@ def describe_write_failure(exc: BaseException, folder: Path) -> str | None:
     if not reasons:
         return None
     return f"{folder}: cannot write the campaign's files: {reasons[-1]}"
+
+
+# What to tell the user after a refused write, by what was being written.
+RESUME_ADVICE = ("The study keeps every trial completed before; free space (or raise the limit) "
+                 "and run again to resume")
+REPORT_ADVICE = "The files written before are left whole; free space (or raise the limit) and run it again"
+
+
+@contextmanager
+def refused_writes_as_errors(folder: Path, advice: str) -> Iterator[None]:
+    """Turn a write the file system refuses under ``folder`` into a DseError of one line (what
+    :func:`describe_write_failure` says, then ``advice``): a full disk is the user's to fix, not
+    a dse bug. Any other error, and a DseError already raised, pass through unchanged."""
+    try:
+        yield
+    except DseError:
+        raise
+    except Exception as exc:
+        refused = describe_write_failure(exc, folder)
+        if refused is None:
+            raise
+        raise DseError(f"{refused}. {advice}") from exc

@@ -355,7 +355,9 @@ class SearchLoop:
         a write the file system refuses (DseError naming the run folder and "no space left on
         device" or "file too large"; the study keeps what it held).
         """
-        with _StickyInterrupt() as interrupts:
+        from dse.results.write_failure import RESUME_ADVICE, refused_writes_as_errors
+
+        with _StickyInterrupt() as interrupts, refused_writes_as_errors(self.run_dir, RESUME_ADVICE):
             self._run(interrupts)
 
     def _run(self, interrupts: _StickyInterrupt) -> None:
@@ -386,14 +388,7 @@ class SearchLoop:
                         self._finish_measured(done)
                 self._stop_if_too_many_failed()
         except BaseException as exc:
-            from dse.results.write_failure import describe_write_failure
-
             self._abandon(exc)
-            refused = describe_write_failure(exc, self.run_dir)
-            if refused is not None:
-                # A full disk is the user's to fix, not a dse bug: one line, no traceback.
-                raise DseError(f"{refused}. The study keeps every trial completed before; free "
-                               f"space (or raise the limit) and run again to resume") from exc
             raise
 
     def _stop_if_too_many_failed(self) -> None:

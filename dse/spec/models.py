@@ -81,6 +81,12 @@ ParamSpec = Annotated[
 ]
 
 
+def checked_values(spec: ParamSpec) -> list[Scalar]:
+    """The values that stand for a parameter when its values are checked before a search: each
+    choice, or a range's two ends (every value between them is checked by the same rule)."""
+    return [spec.low, spec.high] if isinstance(spec, RangeParam) else list(spec)
+
+
 _MODULE_FUNCTION = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 
 

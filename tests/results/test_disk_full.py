@@ -27,6 +27,7 @@ from optuna.trial import TrialState
 
 from dse.results import load_campaign
 from tests.conftest import REPO
+from tests.replay_campaign import replay_campaign
 
 NAME = "full"
 FIRST_BUDGET = 20
@@ -35,25 +36,7 @@ ENV = dict(os.environ, PYTHONUNBUFFERED="1", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="
 
 
 def _campaign(root: Path, budget: int) -> Path:
-    """A replay campaign over the shipped free-parameter grid and ZDT1 table."""
-    for part in ("search_spaces/free-params-example.yaml", "hw_profiles/replay/replay-example.yaml",
-                 "hw_profiles/tables/zdt1-grid.csv"):
-        (root / part).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(REPO / part, root / part)
-    return _budget(root, budget)
-
-
-def _budget(root: Path, budget: int) -> Path:
-    experiment = root / "experiments" / f"{NAME}.yaml"
-    experiment.parent.mkdir(exist_ok=True)
-    experiment.write_text(f"""\
-name: {NAME}
-search_space: ../search_spaces/free-params-example.yaml
-devices: [../hw_profiles/replay/replay-example.yaml]
-sampler: {{name: random, seed: 0}}
-budget: {{trials: {budget}}}
-""")
-    return experiment
+    return replay_campaign(root, NAME, budget)
 
 
 # Sets the file size limit, ignores SIGXFSZ (else the kernel kills the process at the limit) and
@@ -108,7 +91,7 @@ def _check_intact(run_dir: Path, before: dict[int, tuple[object, object]]) -> No
 def _resume(experiment: Path, run_dir: Path, before: dict[int, tuple[object, object]],
             budget: int) -> None:
     """With room again the same command resumes: the budget met, nothing lost or left RUNNING."""
-    _budget(experiment.parents[1], budget)
+    _campaign(experiment.parents[1], budget)
     resumed = _dse("run", str(experiment), "--no-report")
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr
     now = _complete(run_dir)
@@ -127,7 +110,7 @@ def test_a_file_size_limit_stops_the_run_with_one_line_and_leaves_the_study_whol
     assert len(before) == FIRST_BUDGET
 
     # Room for a few more pages of the study, not for a campaign of 400 trials.
-    _budget(tmp_path, 400)
+    _campaign(tmp_path, 400)
     limit = (run_dir / "study.db").stat().st_size + 48 * 1024
     stopped = _dse("run", str(experiment), size_limit=limit)
     _check_refused(stopped, run_dir, f"file too large (files may not grow past {limit:,} bytes")
@@ -175,7 +158,7 @@ def test_a_full_file_system_stops_the_run_with_one_line_and_leaves_the_study_who
     before = _complete(run_dir)
 
     # Fill the file system but for a few pages (tmpfs counts whole 4 KiB pages).
-    _budget(tmp_path, 400)
+    _campaign(tmp_path, 400)
     free = shutil.disk_usage(run_dir).free
     filler = run_dir / "filler"
     with filler.open("wb") as out:

@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 
 import optuna
-import psutil
 import sqlalchemy.exc
 from optuna.trial import FrozenTrial, TrialState
 
 from tests.conftest import REPO, tiny_experiment_text
+from tests.search._sessions import kill_session, session_processes
 
 BUDGET = 6
 ENV = dict(os.environ, PYTHONUNBUFFERED="1", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
@@ -39,32 +39,12 @@ def _read_trials(db: Path, name: str) -> list[FrozenTrial] | None:
         return None
 
 
-def _session(leader: int) -> list[psutil.Process]:
-    """Every live process of the session ``leader`` started: the driver, its embedded Ray (GCS,
-    raylet, agents) and Ray's workers, which Ray puts in process groups of their own."""
-    members = []
-    for process in psutil.process_iter():
-        try:
-            if os.getsid(process.pid) == leader and process.status() != psutil.STATUS_ZOMBIE:
-                members.append(process)
-        except (ProcessLookupError, PermissionError, psutil.Error):
-            continue
-    return members
-
-
 def _kill_driver_and_its_ray(driver: subprocess.Popen[bytes]) -> None:
     os.killpg(driver.pid, signal.SIGKILL)  # at once: the trial in flight must still be running
     driver.wait(timeout=30)
     # Ray's workers sit outside the driver's process group but in its session, which outlives it.
-    deadline = time.monotonic() + 20
-    while (left := _session(driver.pid)) and time.monotonic() < deadline:
-        for process in left:
-            try:
-                process.kill()
-            except psutil.NoSuchProcess:
-                continue
-        time.sleep(0.2)
-    assert _session(driver.pid) == [], "processes of the killed driver survived"
+    kill_session(driver.pid)
+    assert session_processes(driver.pid) == [], "processes of the killed driver survived"
 
 
 def _in_measurement(trials: list[FrozenTrial]) -> bool:

@@ -31,6 +31,7 @@ from dse.farm.isolation import LOCK_DIR
 from dse.measurement import Measurement
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 from tests.conftest import LOCAL_CPU, REPO, tiny_experiment_text
+from tests.search._sessions import kill_session, session_processes
 
 BUDGET = 2
 ENV = dict(os.environ, PYTHONUNBUFFERED="1", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
@@ -38,22 +39,10 @@ ENV = dict(os.environ, PYTHONUNBUFFERED="1", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="
 
 
 
-def _session(leader: int) -> list[psutil.Process]:
-    """Live processes of the session ``leader`` started (the driver, its Ray, Ray's workers)."""
-    members = []
-    for process in psutil.process_iter():
-        try:
-            if os.getsid(process.pid) == leader and process.status() != psutil.STATUS_ZOMBIE:
-                members.append(process)
-        except (ProcessLookupError, PermissionError, psutil.Error):
-            continue
-    return members
-
-
 def _device_workers(leader: int) -> list[psutil.Process]:
     """The DeviceWorker actors of the driver's Ray (Ray titles an actor's process after it)."""
     workers = []
-    for process in _session(leader):
+    for process in session_processes(leader):
         try:
             if " ".join(process.cmdline()).startswith("ray::DeviceWorker"):
                 workers.append(process)
@@ -81,17 +70,6 @@ def _exclusive_holders() -> set[int]:
         if (int(major, 16), int(minor, 16), int(inode)) in inodes:
             holders.add(int(fields[4]))
     return holders
-
-
-def _kill_session(leader: int) -> None:
-    deadline = time.monotonic() + 20
-    while (left := _session(leader)) and time.monotonic() < deadline:
-        for process in left:
-            try:
-                process.kill()
-            except psutil.NoSuchProcess:
-                continue
-        time.sleep(0.2)
 
 
 @pytest.mark.skipif(not Path("/proc/locks").is_file(),
@@ -125,7 +103,7 @@ def test_a_worker_killed_mid_measurement_is_replaced_and_its_trial_runs_again(
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
             driver.wait(timeout=30)
-        _kill_session(driver.pid)
+        kill_session(driver.pid)
     output = log.read_text()
     assert driver.returncode == 0, output
     assert "Traceback" not in output, output

@@ -9,8 +9,9 @@ space's own ``training:`` settings â€” what a cnn-digits campaign trains with â€
 and evaluated on the held-out split.
 
 Prints one row per architecture, then the Spearman rank correlation of each proxy with trained
-accuracy, and of the parameter count as a baseline: a proxy is worth computing only if it ranks
-better than counting parameters. A filter line says how many of the ten best-trained
+accuracy (a proxy's ``-inf``, its defined lowest score, ranks last; the count is printed), and of
+the parameter count as a baseline: a proxy is worth computing only if it ranks better than
+counting parameters. A filter line says how many of the ten best-trained
 architectures survive when only the proxy's top half is trained. Cost is the median seconds of
 one ``proxy_scores`` call (all proxies) against the median seconds of one training, with the
 same two threads. Cached trainings (``--cache``) report the seconds their training took.
@@ -97,6 +98,8 @@ def train_seconds(trained: Any, cache_dir: Path) -> float:
 
 
 def spearman(scores: list[float], accuracies: list[float]) -> float:
+    """Spearman's rho. A proxy's ``-inf`` (its defined lowest score) ranks below every finite
+    score, all ``-inf`` tied at the bottom, which is what ranking by the proxy means."""
     from scipy.stats import spearmanr
 
     return float(spearmanr(scores, accuracies).statistic)
@@ -159,8 +162,10 @@ def run(args: argparse.Namespace, cache_dir: Path) -> None:
           f"max {max(accuracies):.3f}")
     top = min(TOP, len(archs))
     for name in columns:
+        lowest = sum(score == -np.inf for score in scores[name])
         print(f"{name:>10}: Spearman rho {spearman(scores[name], accuracies):+.3f}; training only "
-              f"its top half keeps {survivors(scores[name], accuracies, top)} of the {top} best")
+              f"its top half keeps {survivors(scores[name], accuracies, top)} of the {top} best"
+              + (f"; {lowest} architecture(s) scored -inf (ranked last, tied)" if lowest else ""))
     for name in PROXIES:
         print(f"{name:>10}: median {statistics.median(proxy_seconds[name]):.3f} s per evaluation")
     proxy_median, train_median = statistics.median(call_seconds), statistics.median(trainings)

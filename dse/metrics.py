@@ -12,6 +12,7 @@ for the rest of the process; :func:`find_metric` and :func:`metric` look in both
 from __future__ import annotations
 
 import enum
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -32,6 +33,10 @@ class MetricSpec:
     unit: str
     direction: Direction
     description: str
+    infinite_worst: bool = False
+    """The metric has a defined, infinitely bad value (``-inf`` when maximised, ``inf`` when
+    minimised) that is a result, not a failure: a zero-cost proxy's score of a network that shows
+    no signal. See :func:`is_measured`."""
 
     @property
     def column(self) -> str:
@@ -116,11 +121,14 @@ METRICS: dict[str, MetricSpec] = _table(
     MetricSpec("arithmetic_intensity", "FLOP/B", MAX,
                "FLOPs of one call per byte of its weights, activations, inputs and outputs."),
     MetricSpec("proxy_naswot", "score", MAX,
-               "NASWOT (Mellor et al. 2021): log|det| of the untrained network's activation-code "
-               "kernel on 64 training samples; higher predicts better accuracy."),
+               "NASWOT (Mellor et al. 2021): log det of the untrained network's activation-code "
+               "kernel on 64 training samples, computed exactly; higher predicts better accuracy. "
+               "-inf when the kernel is singular (two samples share an activation code, or the "
+               "codes are otherwise affinely dependent): the network cannot separate the batch.",
+               infinite_worst=True),
     MetricSpec("proxy_synflow", "log-score", MAX,
                "Natural log of synflow (Tanaka et al. 2020) of the untrained, linearised network; "
-               "data-free."),
+               "data-free. -inf when no flow reaches the output.", infinite_worst=True),
     MetricSpec("proxy_grad_norm", "score", MAX,
                "Sum of the weight gradients' L2 norms of the cross-entropy at initialisation, on "
                "one minibatch of 64 training samples."),
@@ -161,6 +169,18 @@ def value_range(name: str) -> tuple[float, float]:
     if spec is not None and (spec.unit in _NON_NEGATIVE_UNITS or name == "rel_l2_error"):
         return 0.0, float("inf")
     return float("-inf"), float("inf")
+
+
+def is_measured(name: str, value: float) -> bool:
+    """Whether ``value`` is a measurement of metric ``name``: a finite number, or the metric's
+    defined infinitely bad value (``-inf`` for a maximised metric marked ``infinite_worst``,
+    ``inf`` for a minimised one). NaN, and any other infinity, is no measurement."""
+    if math.isfinite(value):
+        return True
+    spec = find_metric(name)
+    if spec is None or not spec.infinite_worst or math.isnan(value):
+        return False
+    return (value < 0) == (spec.direction is Direction.MAXIMIZE)
 
 
 # Metrics declared by the search spaces of this process's campaigns (see the module docstring).

@@ -19,6 +19,7 @@ from dse.backends import Runner, get_backend, supports_device
 from dse.build import ArtifactCache, build_artifact, build_file_artifact
 from dse.build.artifact import fp32_onnx
 from dse.exceptions import BuildError
+from dse.metrics import is_measured
 from dse.models.sources import FACTORY_PREFIX, is_onnx_source, load_function, model_source, source_dataset
 from dse.quality import (
     PROXIES,
@@ -31,6 +32,7 @@ from dse.quality import (
 )
 from dse.quality.datasets import load_split, synthetic_inputs
 from dse.quality.fidelity import non_finite
+from dse.quality.proxies import LOWEST_SCORE_MEANING
 from dse.quality.user_evaluator import DeployedModel, run_user_evaluator
 
 if TYPE_CHECKING:
@@ -217,10 +219,13 @@ def _proxies(source: ModelSource, candidate: Candidate, dataset: str | None,
         except ValueError as exc:  # e.g. NASWOT on a network without activation modules
             missing[f"proxy_{name}"] = str(exc)
             continue
-        if np.isfinite(value):
+        # -inf is synflow's and NASWOT's defined lowest score (no flow; a batch the network
+        # cannot separate): a value that constraints and objectives judge like any other.
+        if is_measured(f"proxy_{name}", value):
             scores[f"proxy_{name}"] = value
         else:
-            missing[f"proxy_{name}"] = f"{name} is {value} for this network (no signal flows)"
+            missing[f"proxy_{name}"] = (f"{name} is {value} for this network (overflow or NaN "
+                                        f"in its arithmetic)")
     for metric_name, op, bound in candidate.model.get("proxy_filter", []):
         score = scores.get(metric_name)
         if score is None:
@@ -228,7 +233,9 @@ def _proxies(source: ModelSource, candidate: Candidate, dataset: str | None,
                              f"({missing.get(metric_name, 'not computed')}) and a constraint "
                              f"needs it")
         if (score < bound) if op == ">=" else (score > bound):
-            raise BuildError(f"screened out before training: {metric_name} = {score:.4g} "
+            why = LOWEST_SCORE_MEANING.get(metric_name.removeprefix("proxy_"), "")
+            shown = f"{score:.4g}" + (f" ({why})" if why and score == -np.inf else "")
+            raise BuildError(f"screened out before training: {metric_name} = {shown} "
                              f"violates the constraint {metric_name} {op} {bound:g}")
     return scores, missing
 

@@ -28,6 +28,7 @@ from dse.measure.harness import measure_latency, measure_offline, measure_sustai
 from dse.measure.stats import LatencyStats, drift_pct, quantile_ci_ranks
 from dse.measure.telemetry import Probe, Trace, Window, make_probes
 from dse.measurement import Measurement
+from dse.metrics import is_measured
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 
 if TYPE_CHECKING:
@@ -258,9 +259,9 @@ def screening_verdict(metrics: Mapping[str, float], exact: Collection[str],
     for name, maximize, bounds in zip(screening.objectives, screening.maximize, screening.ci,
                                       strict=True):
         value = metrics.get(name, math.nan)
-        if not math.isfinite(value):
+        if not is_measured(name, value):
             return True, f"{name} not measured by the screening"
-        if name in exact:
+        if name in exact or math.isinf(value):  # an infinitely bad value has no noise
             best = value
         elif bounds is not None:
             ends = [metrics.get(bound, math.nan) for bound in bounds[:2]]

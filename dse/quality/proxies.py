@@ -10,6 +10,10 @@ score here reads **higher = predicted better**.
 - ``naswot``: Mellor et al. 2021, "Neural Architecture Search without Training" (ICML).
 - ``grad_norm``: Abdelfattah et al. 2021 (same paper as above).
 
+``synflow`` and ``naswot`` have a defined lowest score, ``-inf``: no flow at all, or a batch the
+untrained network cannot separate (a singular NASWOT kernel). It is a score like any other (the
+worst), not a failure: :data:`dse.metrics.METRICS` marks these metrics ``infinite_worst``.
+
 Each proxy runs on a deep copy of the caller's module; see :func:`proxy_scores` for what is left
 untouched. Torch is imported inside the functions that need it.
 """
@@ -28,6 +32,13 @@ if TYPE_CHECKING:
     import torch
 
 PROXIES: tuple[str, ...] = ("synflow", "naswot", "grad_norm")
+# What a proxy's defined lowest score, -inf, says of the network, for messages.
+LOWEST_SCORE_MEANING: dict[str, str] = {
+    "synflow": "no flow reaches the output of the linearised network",
+    "naswot": "its activation-code kernel is singular: samples of the batch share a code, or "
+              "their codes are otherwise affinely dependent, so the untrained network cannot "
+              "separate them",
+}
 
 # The ReLU-type activation modules (torch.nn classes, and their subclasses): NASWOT reads their
 # sign patterns, and synflow's linearised network replaces them with identities. Named, so that
@@ -52,6 +63,7 @@ def proxy_scores(module: torch.nn.Module, inputs: np.ndarray, labels: np.ndarray
     train/eval mode and ``requires_grad`` flags are left as they were, and so is the global torch
     RNG state (the copy runs in a forked RNG seeded with ``seed``, which only stochastic layers
     such as dropout consume). The same module, inputs, labels and seed give the same numbers.
+    ``synflow`` and ``naswot`` may be ``-inf``, their defined lowest score (see each one).
 
     Raises ValueError for an unknown proxy name, empty or non-finite inputs, labels that are not
     one non-negative integer class per input, logits of the wrong shape, or (``naswot``) a
@@ -115,14 +127,22 @@ def _synflow(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
 
 
 def _naswot(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
-    """``log |det K_H|`` of the activation-pattern kernel of ``model`` on the batch ``x``.
+    """``log det K_H`` of the activation-pattern kernel of ``model`` on the batch ``x``.
 
     Mellor et al. 2021: each input ``i`` gets a binary code ``c_i``, one bit per rectified unit
     (1 where the unit's pre-activation is positive); ``K_H[i, j] = N_A - d_H(c_i, c_j)``, with
     ``N_A`` the number of units and ``d_H`` the Hamming distance, counts the units on which two
     inputs agree. A network that separates the inputs of a batch into different linear regions
-    has a better-conditioned ``K_H`` and a higher score. Computed with ``slogdet`` in float64;
-    identical codes for two inputs (a singular kernel) score ``-inf``.
+    has a better-conditioned ``K_H`` and a higher score.
+
+    ``K_H = B B^T`` with row ``b_i = [c_i, 1 - c_i]`` is a Gram matrix, so ``det K_H >= 0``, and it
+    is 0 exactly when the codes are affinely dependent: two inputs with the same code (the network
+    cannot tell them apart), more inputs than ``N_A + 1``, or any other dependency. The paper's
+    ``log det`` is then ``log 0 = -inf``, the lowest score, and that is what this returns. The
+    kernel's entries are integers, so the determinant is computed exactly (see
+    :func:`_log_det_of_integer_kernel`): a float LU of a singular kernel gives ``-inf`` or a
+    rounding-noise value (``-31.97`` was seen), whichever the CPU's LAPACK kernels produce, and a
+    nearly singular one loses the digits that rank it.
 
     The units are the inputs of every ReLU-type activation module (:data:`ACTIVATION_TYPES`;
     GELU and SiLU, smooth ReLUs, are read by the same sign rule). The network runs in train mode,
@@ -139,7 +159,8 @@ def _naswot(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     kernel = torch.zeros((len(x), len(x)), dtype=torch.float64, device=x.device)
 
     def add_codes(_module: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> None:
-        # A pre-hook sees the pre-activation even when the activation works in place.
+        # A pre-hook sees the pre-activation even when the activation works in place. Products
+        # and sums of 0/1 values are integers below 2**53, exact in float64 in any order.
         codes = (args[0].detach().flatten(1) > 0).double()
         kernel.add_(codes @ codes.T + (1 - codes) @ (1 - codes).T)
 
@@ -149,7 +170,28 @@ def _naswot(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
         model(x)
     for handle in handles:
         handle.remove()
-    return float(torch.linalg.slogdet(kernel).logabsdet)
+    return _log_det_of_integer_kernel(kernel.cpu().numpy())
+
+
+def _log_det_of_integer_kernel(kernel: np.ndarray) -> float:
+    """``log det`` of a positive semi-definite matrix of integers (held as floats), ``-inf``
+    when it is singular; the same number on every machine.
+
+    The determinant is computed exactly, over the integers (sympy's fraction-free elimination in
+    :class:`~sympy.polys.matrices.DomainMatrix`; sympy comes with torch), and only its logarithm
+    is rounded. For the 64-sample batches of a campaign this takes about 0.1 s; the cost grows
+    as the cube of the batch size.
+    """
+    from sympy import ZZ
+    from sympy.polys.matrices import DomainMatrix
+
+    integers = np.rint(kernel).astype(np.int64)
+    if not np.array_equal(integers, kernel):
+        raise ValueError("the activation-code kernel must hold integers (counts of units)")
+    rows = [[ZZ(int(value)) for value in row] for row in integers.tolist()]
+    determinant = int(DomainMatrix(rows, integers.shape, ZZ).det())
+    # A Gram matrix has no negative determinant; 0 is the singular kernel.
+    return math.log(determinant) if determinant > 0 else -math.inf
 
 
 def _grad_norm(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:

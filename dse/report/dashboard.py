@@ -119,7 +119,7 @@ def dashboard_html(info: DashboardInfo, title: str | None = None) -> str:
                        partial(scatter3d_figure, info.scatter), ""))
     panels += [
         ("Parameters and objectives", "dse-parallel", info.parallel.empty_reason,
-         partial(parallel_figure, info.parallel), ""),
+         partial(parallel_figure, info.parallel), info.parallel.note),
         ("Hypervolume history", "dse-hypervolume", info.history.empty_reason,
          partial(hypervolume_history_figure, info.history), info.history.note),
         ("Latency distributions of the front", "dse-latency", info.latencies.empty_reason,

@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Literal, NamedTuple
 
+import numpy as np
 import optuna
 import pandas as pd
 
@@ -126,6 +127,8 @@ class ParallelCoordinatesInfo(NamedTuple):
     color_title: str
     color_higher_is_better: bool
     empty_reason: str | None
+    note: str = ""
+    """What is not drawn: trials at an infinite objective value."""
 
 
 def axis_title(name: str) -> str:
@@ -146,7 +149,7 @@ def pareto_scatter_info(trials: pd.DataFrame, objectives: Sequence[str],
 
     The front is computed over all ``objectives``, each device on its own
     (``dse.results.front_frame``); its points are flagged in their groups and repeated in
-    ``front``. A trial is plotted when it has a value on every axis. ``provenance``
+    ``front``. A trial is plotted when it has a finite value on every axis. ``provenance``
     (:func:`trial_provenance`) adds where and with what each trial was measured to the hover.
     ``front`` is ``front_frame(trials, objectives)`` where the caller has it already (it is the
     costly part for a large study).
@@ -169,7 +172,12 @@ def pareto_scatter_info(trials: pd.DataFrame, objectives: Sequence[str],
     # A trial is (device, number): a multi-device campaign numbers each device's study from 0.
     front_trials = set(trial_keys(front if front is not None else
                                   front_frame(trials, objectives)))
-    measured = trials[trials[columns].notna().all(axis=1)]
+    # A value no axis can hold (a proxy's -inf, its defined worst) is not drawn; the note and the
+    # tables say so.
+    present = trials[columns].notna().all(axis=1)
+    drawable = present & pd.Series(np.isfinite(trials[columns].to_numpy(dtype="float64")).all(axis=1),
+                                   index=trials.index)
+    measured = trials[drawable]
     axis_infos = [axis._replace(log=_wants_log(measured[column]))
                   for axis, column in zip(axis_infos, columns, strict=True)]
     shared = device_provenance(measured, provenance)
@@ -189,14 +197,15 @@ def pareto_scatter_info(trials: pd.DataFrame, objectives: Sequence[str],
     devices = sorted({device for device, _ in trial_keys(measured)})
     notes = {device: [html.escape(clip(f"{key}: {value}", VALUE_LIMIT), quote=False)
                       for key, value in shared.get(device, {}).items()] for device in devices}
-    plotted = set(trial_keys(measured))
     empty_reason = None if len(measured) else f"no trial has measured {_all_of(names)} yet"
     return ParetoScatterInfo(
         axis_infos, pairs, joined, triples, devices, groups,
         parts.group("infeasible", "infeasible", measured.index[~competing & ~failed]),
         parts.group("failed", "failed", measured.index[failed]),
         parts.group(FRONT_NAME, "front", on_front.index), hover.fields, notes,
-        _note(trials[~_among(trials, plotted)], names), empty_reason)
+        " ".join(filter(None, [_note(trials[~present], names),
+                               _infinite_note(trials[present & ~drawable], names)])),
+        empty_reason)
 
 
 def trial_provenance(study: optuna.Study | Sequence[optuna.Study]) -> dict[TrialKey, dict[str, str]]:
@@ -264,9 +273,12 @@ def parallel_coordinates_info(trials: pd.DataFrame,
         return ParallelCoordinatesInfo([], [], [], title, higher,
                                        f"no trial has measured the objectives {list(objectives)}")
     rows = trials[competing_mask(trials)].dropna(subset=columns)
+    finite = np.isfinite(rows[columns].to_numpy(dtype="float64")).all(axis=1)
+    note = _infinite_note(rows[~finite], objectives)
+    rows = rows[finite]
     if rows.empty:
         return ParallelCoordinatesInfo([], [], [], title, higher,
-                                       "no measured feasible trial yet")
+                                       note or "no measured feasible trial yet")
     # A parameter with one value across all lines separates nothing; the table still shows it.
     dimensions = [_dimension(column.removeprefix(PARAM_PREFIX), rows[column])
                   for column in param_columns(rows)
@@ -275,7 +287,7 @@ def parallel_coordinates_info(trials: pd.DataFrame,
                    for name, col in zip(objectives, columns, strict=True)]
     return ParallelCoordinatesInfo(dimensions, rows["trial"].tolist(),
                                    rows[columns[0]].astype("float64").tolist(), title, higher,
-                                   None)
+                                   None, note)
 
 
 def hover_texts(rows: pd.DataFrame, metrics: Sequence[str] | None = None,
@@ -325,6 +337,21 @@ def _note(unplotted: pd.DataFrame, names: Sequence[str]) -> str:
     if running.any():
         parts.append(f"{int(running.sum())} trial(s) still running or queued")
     return "; ".join(parts) + ("." if parts else "")
+
+
+def _infinite_note(rows: pd.DataFrame, names: Sequence[str]) -> str:
+    """Say which trials have an infinite value on an axis (not drawn), per metric."""
+    if rows.empty:
+        return ""
+    found = []
+    for name in names:
+        values = rows[metric_column(name)].astype("float64")
+        for value in (-np.inf, np.inf):
+            count = int((values == value).sum())
+            if count:
+                found.append(f"{count} at {name} = {label(float(value))}")
+    return (f"{len(rows)} trial(s) with an infinite value are not drawn ({', '.join(found)}: "
+            f"the metric's worst value, which no axis holds); the tables list them.")
 
 
 def _dimension(name: str, values: pd.Series) -> Dimension:

@@ -42,7 +42,8 @@ def relative_to_baseline(trials: pd.DataFrame, objectives: Sequence[str],
     The ratio keeps the metric's direction: below 1 is better for latency, above 1 for accuracy.
     The baseline's value is that of its first COMPLETE, ok trial on the device (``baselines``:
     device -> candidate id, from :func:`baseline_ids`). NaN where the device has no baseline,
-    the baseline has no such trial yet, either value is missing, or the baseline's value is 0.
+    the baseline has no such trial yet, either value is missing, or the baseline's value is 0
+    or infinite (a proxy's ``-inf``).
     A campaign without a baseline (``baselines`` empty) gets ``trials`` back unchanged.
     """
     if not baselines:
@@ -59,7 +60,7 @@ def relative_to_baseline(trials: pd.DataFrame, objectives: Sequence[str],
                 is_baseline = (on_device & (out["candidate_id"] == candidate_id).fillna(False)
                                & measured)
                 reference = values[is_baseline].dropna()
-                if reference.empty or reference.iloc[0] == 0:
+                if reference.empty or reference.iloc[0] == 0 or not np.isfinite(reference.iloc[0]):
                     continue
                 ratio[on_device] = values[on_device] / float(reference.iloc[0])
         out[relative_column(name)] = ratio

@@ -26,7 +26,7 @@ from dse.candidate import Candidate
 from dse.exceptions import DeviceError, SpecError
 from dse.farm.dispatcher import Done, Job
 from dse.measurement import Measurement
-from dse.metrics import METRICS, name_of_column
+from dse.metrics import METRICS, is_measured, name_of_column
 from dse.spec import MeasureSpec, SearchSpace, TrainingSpec
 from dse.spec.loading import Evaluator
 
@@ -150,7 +150,7 @@ def _checked(result: object, known: frozenset[str]) -> tuple[dict[str, float], s
             continue
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             problems.append(f"reported {key} = {value!r}, not a number")
-        elif not math.isfinite(value):
+        elif not is_measured(key, float(value)):
             problems.append(f"reported {key} = {value}, not a finite number")
         else:
             metrics[key] = float(value)

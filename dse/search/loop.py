@@ -27,6 +27,7 @@ from dse.exceptions import DseError
 from dse.farm.dispatcher import Done, Job
 from dse.farm.isolation import NodeLock, current_node_id
 from dse.measurement import Measurement
+from dse.metrics import is_measured
 from dse.search.screening import FrontTracker, fidelity_attrs, screening_request
 from dse.search.space import suggest_candidate
 from dse.spec import Experiment, HardwareProfile
@@ -221,12 +222,13 @@ class SearchLoop:
     def _record(self, search: _DeviceSearch, trial: optuna.Trial, status: str, reason: str,
                 metrics: dict[str, float], missing: dict[str, str]) -> tuple[str, str]:
         """Store the result on the trial and tell Optuna; returns the final status and reason
-        (an ok measurement without a finite objective or constrained metric becomes failed)."""
+        (an ok measurement without a value for an objective or constrained metric becomes
+        failed; a metric's defined infinitely bad value, as a proxy's -inf, is a value)."""
         from optuna.trial import TrialState
 
         if status == "ok":
             absent = [m for m in self.objectives + [c.metric for c in self.space.constraints]
-                      if not math.isfinite(metrics.get(m, math.nan))]
+                      if not is_measured(m, metrics.get(m, math.nan))]
             if absent:
                 status = "failed"
                 reason = "; ".join(f"{m} not measured: {missing.get(m, 'no value')}"

@@ -89,9 +89,11 @@ def default_reference(trials: pd.DataFrame | npt.ArrayLike,
 
     Rule: over the competing trials of ``trials`` (state COMPLETE, status ok, feasible, not a
     reuse) that measured every objective — or every NaN-free row of an array — take each
-    objective's worst value and push it further out on the bad side by 10% of that objective's
-    range (worst - best). Where the range is 0 the push is 10% of the worst value's magnitude, and
-    1.0 where that is 0 too, so every competing point lies strictly inside and contributes.
+    objective's worst finite value and push it further out on the bad side by 10% of that
+    objective's range (worst - best). Where the range is 0 the push is 10% of the worst value's
+    magnitude, and 1.0 where that is 0 too, so every competing point with finite values lies
+    strictly inside and contributes. A point at a metric's infinitely bad value (a proxy's
+    ``-inf``) lies outside any reference and adds no volume.
 
     A multi-device frame gives one reference for all devices, which keeps their hypervolumes
     comparable; pass one device's rows for a reference of its own.
@@ -102,10 +104,11 @@ def default_reference(trials: pd.DataFrame | npt.ArrayLike,
         values = np.asarray(trials, dtype=np.float64)
     points = _as_minimization(values, objectives)
     points = points[~np.isnan(points).any(axis=1)]
-    if len(points) == 0:
-        raise ValueError(f"no feasible, completed trial measured all of {list(objectives)}; "
-                         "declare a reference point")
-    worst, best = points.max(axis=0), points.min(axis=0)
+    finite = np.where(np.isfinite(points), points, np.nan)
+    if len(points) == 0 or np.isnan(finite).all(axis=0).any():
+        raise ValueError(f"no feasible, completed trial measured a finite value of each of "
+                         f"{list(objectives)}; declare a reference point")
+    worst, best = np.nanmax(finite, axis=0), np.nanmin(finite, axis=0)
     margin = REFERENCE_MARGIN * (worst - best)
     margin = np.where(margin > 0, margin, REFERENCE_MARGIN * np.abs(worst))
     margin = np.where(margin > 0, margin, 1.0)

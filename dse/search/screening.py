@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from dse.farm.dispatcher import FrontPoint, Screening
-from dse.metrics import Direction, metric
+from dse.metrics import Direction, is_measured, metric
 from dse.search.pareto import CI_COLUMNS, noise_aware_mask
 from dse.spec.models import ConstraintSpec, ScreeningSpec
 
@@ -47,7 +47,8 @@ class FrontTracker:
         """Count a fully measured trial if it is feasible and has every objective; whether it
         was counted."""
         values = [_number(metrics.get(name)) for name in self.objectives]
-        if not all(math.isfinite(v) for v in values) or not self._feasible(metrics):
+        if not all(is_measured(n, v) for n, v in zip(self.objectives, values, strict=True)) \
+                or not self._feasible(metrics):
             return False
         lows, highs = [], []
         for name in self.objectives:
@@ -66,7 +67,7 @@ class FrontTracker:
     def _feasible(self, metrics: Mapping[str, float]) -> bool:
         for constraint in self.constraints:
             value = _number(metrics.get(constraint.metric))
-            if not math.isfinite(value) or constraint.violation(value) > 0:
+            if not is_measured(constraint.metric, value) or constraint.violation(value) > 0:
                 return False
         return True
 
@@ -111,7 +112,8 @@ def fidelity_attrs(provenance: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _pessimistic(value: float, low: float, high: float, maximize: bool) -> float:
-    ends = [v for v in (value, low, high) if math.isfinite(v)]
+    # The value is measured (it may be a metric's infinitely bad one); a bound may be missing.
+    ends = [value, *(v for v in (low, high) if math.isfinite(v))]
     return min(ends) if maximize else max(ends)
 
 

@@ -14,25 +14,54 @@ class Tolerance:
     """How close a precision's logits must come to the fp32 torch reference.
 
     ``atol`` bounds the largest absolute logit difference (None: not compared, as for int8, whose
-    logits are rescaled by quantization); ``min_top1`` is the least share of images on which the
-    predicted class agrees.
+    logits are rescaled by quantization). The predicted class must agree on every image whose
+    fp32 top-2 margin exceeds :attr:`decisive_margin`: ``flip_margin`` where given, else twice
+    ``atol`` (an error within ``atol`` cannot move a class that leads by more).
+
+    Images nearer a decision boundary are not judged. Which of them flip depends on the last bits
+    of the trained weights, and those differ from one CPU to the next (oneDNN and MKL pick their
+    kernels by instruction set): a share-of-images threshold on the tiny, briefly trained test
+    cnn (top-2 margins down to 0.004, a tenth of them below 0.15) passed by one image on one
+    machine and could fail on another.
     """
 
     atol: float | None
-    min_top1: float
+    flip_margin: float | None = None
+
+    @property
+    def decisive_margin(self) -> float:
+        if self.flip_margin is not None:
+            return self.flip_margin
+        assert self.atol is not None, "a tolerance without atol needs a flip_margin"
+        return 2 * self.atol
 
 
 # The one place tolerances live. The tiny test cnn's logits reach ~8: bf16 keeps 8 significant bits
 # (~0.4%), fp16 11 bits; measured worst cases are ~0.06 (bf16) and ~0.011 (fp16).
 TOLERANCES: dict[str, Tolerance] = {
-    "fp32": Tolerance(atol=1e-4, min_top1=1.0),
-    "fp16": Tolerance(atol=5e-2, min_top1=0.95),
-    "bf16": Tolerance(atol=2.5e-1, min_top1=0.95),
-    "int8": Tolerance(atol=None, min_top1=0.9),
-    # e4m3 keeps 3 mantissa bits: on the tiny, weakly trained test cnn (top-2 margins down to
-    # 0.004) the fp8 Q/DQ graph agrees with fp32 on 0.89 of 64 images (reference evaluator).
-    "fp8": Tolerance(atol=None, min_top1=0.85),
+    "fp32": Tolerance(atol=1e-4),
+    "fp16": Tolerance(atol=5e-2),
+    "bf16": Tolerance(atol=2.5e-1),
+    # ONNX Runtime's int8 logits move by up to 0.65 here (every flip seen was at a margin below
+    # 0.02): a class leading by 1.5 flips only if two logits err by 0.75 in opposite directions.
+    "int8": Tolerance(atol=None, flip_margin=1.5),
+    # e4m3 keeps 3 mantissa bits: logits move by up to ~1.1 (0.90 here, 1.10 seen under other
+    # instruction sets), so twice the 1.5 bound that tests/build/test_onnx_precision.py holds.
+    "fp8": Tolerance(atol=None, flip_margin=3.0),
 }
+
+
+def assert_decisions_agree(logits: np.ndarray, reference: np.ndarray, tolerance: Tolerance,
+                           label: str) -> None:
+    """The predicted class of ``logits`` is the reference's on every image whose reference top-2
+    margin exceeds ``tolerance.decisive_margin``."""
+    top2 = np.sort(reference, axis=1)[:, -2:]
+    decisive = top2[:, 1] - top2[:, 0] > tolerance.decisive_margin
+    flipped = decisive & (logits.argmax(1) != reference.argmax(1))
+    assert not flipped.any(), (
+        f"{label}: the predicted class changed on {int(flipped.sum())} of {int(decisive.sum())} "
+        f"images whose fp32 class leads by more than {tolerance.decisive_margin:g} (images "
+        f"{np.flatnonzero(flipped).tolist()})")
 
 
 def run_in_batches(runner: Runner, images: np.ndarray) -> np.ndarray:
@@ -65,5 +94,4 @@ def check_runner(runner: Runner, precision: str, images: np.ndarray,
     if tolerance.atol is not None:
         worst = float(np.abs(everything - reference).max())
         assert worst <= tolerance.atol, f"{precision}: max |logit - fp32| = {worst:.3g}"
-    top1 = float((everything.argmax(1) == reference.argmax(1)).mean())
-    assert top1 >= tolerance.min_top1, f"{precision}: top-1 agreement {top1:.3f}"
+    assert_decisions_agree(everything, reference, tolerance, precision)

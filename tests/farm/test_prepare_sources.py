@@ -196,3 +196,26 @@ def test_proxy_constraint_screens_out_before_training(tmp_path: Path) -> None:
     prepared.runner.close()
     assert prepared.metrics["proxy_naswot"] > 0 and np.isfinite(prepared.metrics["proxy_synflow"])
     assert list((tmp_path / "trained").glob("*.pt"))
+
+
+def test_minus_inf_naswot_is_a_score_that_constraints_judge(tmp_path: Path) -> None:
+    """32 ReLU units cannot separate the 64 proxy samples (the kernel's rank is at most 33): the
+    score is exactly -inf, a value, not a missing metric; a constraint screens it out, saying
+    why, before any training."""
+    spec = ModelSpec(factory=MLP, dataset="digits", arch={"hidden": [32]})
+    plain = _candidate(spec, arch={"hidden": 32, "layers": 1})
+    strict = Candidate(**{**plain.to_dict(), "model": {
+        **plain.model, "proxy_filter": [["proxy_naswot", ">=", 0.0]]}})
+    with pytest.raises(BuildError, match=r"screened out before training: proxy_naswot = -inf \(its "
+                                         r"activation-code kernel is singular: .*\) violates the "
+                                         r"constraint proxy_naswot >= 0"):
+        prepare_candidate(strict, FAST, PROFILE, tmp_path)
+    assert not list(tmp_path.glob("trained/*.pt"))
+
+    prepared = prepare_candidate(plain, FAST, PROFILE, tmp_path)
+    try:
+        assert prepared.metrics["proxy_naswot"] == -np.inf
+        assert np.isfinite(prepared.metrics["proxy_synflow"])
+        assert prepared.missing == {}
+    finally:
+        prepared.runner.close()

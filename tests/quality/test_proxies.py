@@ -85,16 +85,96 @@ def test_callers_module_and_rng_are_untouched() -> None:
     assert next(module.parameters()).dtype == torch.float32
 
 
-def test_naswot_is_the_log_determinant_of_the_hamming_kernel() -> None:
-    torch.manual_seed(0)
-    module = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
-    x, y = _batch(5, (4,), 3)
+def _integer_relu_net(weight: np.ndarray) -> nn.Module:
+    """Linear -> ReLU -> Linear with integer weights and a bias of 1/2: on integer inputs every
+    pre-activation is an integer plus 1/2, exact in float32 and never 0, so the activation codes
+    are the same on every CPU."""
+    module = nn.Sequential(nn.Linear(weight.shape[1], weight.shape[0]), nn.ReLU(),
+                           nn.Linear(weight.shape[0], 3))
     with torch.no_grad():
-        codes = (module[0](torch.from_numpy(x)) > 0).numpy()
-    units = codes.shape[1]
+        module[0].weight.copy_(torch.from_numpy(weight.astype(np.float32)))
+        module[0].bias.fill_(0.5)
+    return module
+
+
+def _hamming_kernel(weight: np.ndarray, x: np.ndarray) -> list[list[int]]:
+    """Mellor et al.'s K_H, computed apart from dse: integer codes, then N_A - Hamming distance."""
+    codes = (x.astype(np.int64) @ weight.T.astype(np.int64) * 2 + 1) > 0  # sign of (w.x + 1/2)
     hamming = (codes[:, None, :] != codes[None, :, :]).sum(axis=2)
-    expected = np.linalg.slogdet(units - hamming)[1]
-    assert proxy_scores(module, x, y, names=["naswot"])["naswot"] == pytest.approx(expected)
+    return (codes.shape[1] - hamming).tolist()
+
+
+def _exact_determinant(kernel: list[list[int]]) -> int:
+    """An independent exact determinant: Berkowitz's division-free method (dse eliminates)."""
+    import sympy
+
+    return int(sympy.Matrix(kernel).det(method="berkowitz"))
+
+
+def _naswot(module: nn.Module, x: np.ndarray) -> float:
+    return proxy_scores(module, x.astype(np.float32), np.zeros(len(x), np.int64),
+                        names=["naswot"])["naswot"]
+
+
+def test_naswot_is_the_exact_log_determinant_of_the_hamming_kernel() -> None:
+    rng = np.random.default_rng(7)  # integer draws: the same on every platform
+    weight = rng.integers(-2, 3, (12, 4))
+    x = rng.integers(-3, 4, (6, 4))
+    kernel = _hamming_kernel(weight, x)
+    determinant = _exact_determinant(kernel)
+    assert determinant > 0  # the batch is separable: this case has a finite score
+
+    score = _naswot(_integer_relu_net(weight), x)
+
+    assert score == math.log(determinant)
+    # The kernel is well-conditioned, so a float LU agrees closely on any machine.
+    assert score == pytest.approx(np.linalg.slogdet(np.array(kernel, dtype=np.float64))[1],
+                                  rel=1e-9)
+
+
+def test_naswot_of_two_inputs_with_one_activation_code_is_minus_inf() -> None:
+    # w.(2x) + 1/2 has the sign of w.x + 1/2 for integer w.x, so x and 2x share a code: the
+    # kernel has two equal rows, determinant exactly 0.
+    rng = np.random.default_rng(7)
+    weight = rng.integers(-2, 3, (12, 4))
+    x = rng.integers(-3, 4, (5, 4))
+    x = np.concatenate([x, 2 * x[:1]])
+    kernel = _hamming_kernel(weight, x)
+    assert kernel[0] == kernel[-1]
+
+    assert _naswot(_integer_relu_net(weight), x) == -math.inf
+
+
+def test_naswot_of_affinely_dependent_codes_is_minus_inf() -> None:
+    # Four distinct codes with c1 + c2 = c3 + c4 (1100 + 0011 = 1010 + 0101): no two inputs look
+    # alike, yet the kernel is singular. With identity weights, input 0 gives bit 1, -1 bit 0.
+    x = np.array([[0, 0, -1, -1], [-1, -1, 0, 0], [0, -1, 0, -1], [-1, 0, -1, 0]])
+    weight = np.eye(4, dtype=np.int64)
+    assert _exact_determinant(_hamming_kernel(weight, x)) == 0
+
+    assert _naswot(_integer_relu_net(weight), x) == -math.inf
+
+
+def test_naswot_of_more_inputs_than_units_plus_one_is_minus_inf() -> None:
+    # K_H = B B^T with rows [c_i, 1 - c_i] has rank at most N_A + 1: 8 inputs, 4 units.
+    rng = np.random.default_rng(3)
+    weight = rng.integers(-2, 3, (4, 6))
+    x = rng.integers(-3, 4, (8, 6))
+
+    assert _naswot(_integer_relu_net(weight), x) == -math.inf
+
+
+def test_naswot_of_a_net_narrower_than_its_batch_is_minus_inf_on_every_machine() -> None:
+    # 32 ReLU units, 64 digits: rank <= 33. A float LU of this kernel gave -1089.2 (torch) and
+    # -1026.0 (numpy) on one machine, -inf on another.
+    from dse.examples.models import digits_mlp
+    from dse.quality import load_digits_split
+
+    split = load_digits_split(0)
+    torch.manual_seed(0)
+    module, _ = digits_mlp({"hidden": 32, "layers": 1})
+    scores = proxy_scores(module, split.x_train[:64], split.y_train[:64], names=["naswot"])
+    assert scores["naswot"] == -math.inf
 
 
 def test_grad_norm_sums_the_weight_gradient_norms() -> None:

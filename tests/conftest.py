@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,12 @@ import pytest
 # Before anything imports Ray: loopback only, no telemetry (see dse.farm.cluster).
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+# A shell starts a background job (`make test &`, `nohup ... &`) with SIGINT ignored, and every
+# process the tests start would inherit that: the Ctrl-C tests' campaigns, servers and workers
+# would never stop. The suite tests Ctrl-C, so it takes Python's own handler back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parents[1]
 

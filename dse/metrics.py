@@ -71,12 +71,16 @@ METRICS: dict[str, MetricSpec] = _table(
                "Upper bound of the 95% confidence interval of the median latency."),
     MetricSpec("latency_p90_ms", "ms", MIN, "90th-percentile latency of one batch."),
     MetricSpec("latency_p95_ms", "ms", MIN, "95th-percentile latency of one batch."),
-    MetricSpec("latency_p99_ms", "ms", MIN, "99th-percentile latency of one batch."),
+    MetricSpec("latency_p99_ms", "ms", MIN,
+               "99th-percentile latency of one batch; reported only with its 95% CI (at least "
+               "368 timed calls, more when they are correlated)."),
     MetricSpec("latency_p99_ci_low_ms", "ms", MIN,
                "Lower bound of the 95% confidence interval of the p99 latency."),
     MetricSpec("latency_p99_ci_high_ms", "ms", MIN,
                "Upper bound of the 95% confidence interval of the p99 latency."),
-    MetricSpec("latency_p999_ms", "ms", MIN, "99.9th-percentile latency of one batch."),
+    MetricSpec("latency_p999_ms", "ms", MIN,
+               "99.9th-percentile latency of one batch; reported only with its 95% CI (at least "
+               "3688 timed calls)."),
     MetricSpec("latency_mean_ms", "ms", MIN, "Mean latency of one batch."),
     MetricSpec("latency_std_ms", "ms", MIN, "Standard deviation of the latency of one batch."),
     MetricSpec("latency_min_ms", "ms", MIN, "Fastest timed call."),
@@ -90,7 +94,8 @@ METRICS: dict[str, MetricSpec] = _table(
     MetricSpec("latency_drift_pct", "%", MIN,
                "Sustained mode: median latency of the last tenth of the run against the first."),
     MetricSpec("throughput_sps", "samples/s", MAX,
-               "Samples per second at the candidate's batch size (batch size / mean latency)."),
+               "Samples per second of single-stream calls at the candidate's batch size: batch size "
+               "/ median latency (a typical call; tail spikes do not set it)."),
     MetricSpec("memory_peak_mb", "MB", MIN,
                "Peak resident memory of the measuring process over the measurement window."),
     MetricSpec("cuda_allocated_peak_mb", "MB", MIN,

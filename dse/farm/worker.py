@@ -12,7 +12,6 @@ enter the device's front. The verdict is the worker's own, so a candidate costs 
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import time
@@ -25,7 +24,7 @@ from dse.candidate import Candidate
 from dse.exceptions import BuildError, MeasurementError
 from dse.farm.isolation import NodeLock, Span, current_node_id
 from dse.measure.harness import measure_latency, measure_offline, measure_sustained
-from dse.measure.stats import LatencyStats, drift_pct, quantile_ci_ranks
+from dse.measure.stats import PERCENTILES, LatencyStats, drift_pct, samples_for_ci
 from dse.measure.telemetry import Probe, Trace, Window, make_probes
 from dse.measurement import Measurement
 from dse.metrics import is_measured
@@ -173,9 +172,10 @@ class DeviceWorker:
                 call, target_rel_ci=measure.target_rel_ci, min_iters=measure.min_iters,
                 max_iters=measure.max_iters, min_seconds=measure.min_seconds,
                 max_seconds=measure.max_seconds, warmup_max_seconds=measure.warmup_max_seconds,
+                required_quantiles=measure.required_quantiles(),
                 on_window=None if sustained else window.mark)
             metrics.update(latency_metrics(stats, candidate.batch_size, missing))
-            if "flops_m" in metrics and stats.p50_ms > 0:
+            if "flops_m" in metrics and "latency_p50_ms" in metrics and stats.p50_ms > 0:
                 # The rate reached at the median call: the roofline's y-axis.
                 metrics["achieved_gflops"] = (metrics["flops_m"] * 1e6 * candidate.batch_size
                                               / (stats.p50_ms / 1e3) / 1e9)
@@ -203,6 +203,8 @@ class DeviceWorker:
             "achieved_rel_ci": f"{stats.rel_ci:.5f}",
             "target_met": str(stats.target_met),
             "stationary": str(stats.stationary),
+            "min_samples": str(stats.min_samples),
+            "underpowered": str(stats.underpowered),
             "warmup_iters": str(stats.warmup_iters),
             "timer_overhead_ns": f"{stats.timer_overhead_ns:.0f}",
             "stopping_check_seconds": f"{stats.check_seconds:.6f}",
@@ -218,7 +220,7 @@ def screening_measure(measure: MeasureSpec, screening: Screening) -> MeasureSpec
     tighter or longer than the campaign's own), with no offline or sustained run; enough samples
     for each objective's confidence interval where the time allows (p99 needs a few hundred)."""
     quantiles = [bounds[2] for bounds in screening.ci if bounds is not None]
-    needed = max([_samples_for_ci(q) for q in quantiles], default=1)
+    needed = max([samples_for_ci(q) for q in quantiles], default=1)
     seconds = min(screening.max_seconds, measure.max_seconds)
     # Twice the bare minimum: correlated samples count for less (see dse.measure.stats).
     min_iters = min(max(measure.min_iters, 2 * needed), measure.max_iters)
@@ -229,21 +231,6 @@ def screening_measure(measure: MeasureSpec, screening: Screening) -> MeasureSpec
         "min_seconds": 0.0, "max_seconds": seconds,
         "warmup_max_seconds": min(measure.warmup_max_seconds, seconds),
         "offline_concurrency": 0, "sustained_seconds": 0.0})
-
-
-@functools.cache
-def _samples_for_ci(quantile: float) -> int:
-    """The fewest independent samples that give the quantile a 95% confidence interval."""
-    low, high = 2, 2
-    while quantile_ci_ranks(high, quantile) is None:
-        low, high = high, high * 2
-    while low < high:  # the first n that has one; more samples never lose it
-        middle = (low + high) // 2
-        if quantile_ci_ranks(middle, quantile) is None:
-            low = middle + 1
-        else:
-            high = middle
-    return high
 
 
 def screening_verdict(metrics: Mapping[str, float], exact: Collection[str],
@@ -299,21 +286,32 @@ def _spans(build: Span, timed: Span | None) -> dict[str, str]:
 
 def latency_metrics(stats: LatencyStats, batch_size: int,
                     missing: dict[str, str]) -> dict[str, float]:
-    """The latency metrics of a run; a CI the sample count cannot support is missing, with why."""
+    """The latency metrics of a run. A percentile is reported only with its 95% confidence
+    interval: one the samples cannot support (a p99 of 30 calls is their maximum, not a p99) is
+    missing, with why, and so is the throughput when the median is."""
     metrics = {
-        "latency_p50_ms": stats.p50_ms, "latency_p90_ms": stats.p90_ms,
-        "latency_p95_ms": stats.p95_ms, "latency_p99_ms": stats.p99_ms,
-        "latency_p999_ms": stats.p999_ms, "latency_mean_ms": stats.mean_ms,
-        "latency_std_ms": stats.std_ms, "latency_min_ms": stats.min_ms,
-        "latency_max_ms": stats.max_ms, "latency_iqr_ms": stats.iqr_ms,
-        "throughput_sps": stats.throughput(batch_size),
+        "latency_mean_ms": stats.mean_ms, "latency_std_ms": stats.std_ms,
+        "latency_min_ms": stats.min_ms, "latency_max_ms": stats.max_ms,
+        "latency_iqr_ms": stats.iqr_ms,
     }
-    for name, ci in (("p50", stats.p50_ci_ms), ("p99", stats.p99_ci_ms)):
-        if ci is None:
-            reason = f"{stats.n} samples are too few for a 95% confidence interval of {name}"
+    for name, _ in PERCENTILES:
+        value, ci = getattr(stats, f"{name}_ms"), getattr(stats, f"{name}_ci_ms")
+        if ci is not None:
+            metrics[f"latency_{name}_ms"] = value
+            if name in ("p50", "p99"):
+                metrics[f"latency_{name}_ci_low_ms"], metrics[f"latency_{name}_ci_high_ms"] = ci
+            continue
+        needed = samples_for_ci(dict(PERCENTILES)[name])
+        reason = (f"{stats.n} timed calls are too few for a 95% confidence interval of {name} "
+                  f"(it needs at least {needed} independent ones; consecutive calls count for "
+                  f"less when they are correlated)")
+        missing[f"latency_{name}_ms"] = reason
+        if name in ("p50", "p99"):
             missing[f"latency_{name}_ci_low_ms"] = missing[f"latency_{name}_ci_high_ms"] = reason
-        else:
-            metrics[f"latency_{name}_ci_low_ms"], metrics[f"latency_{name}_ci_high_ms"] = ci
+    if "latency_p50_ms" in metrics:
+        metrics["throughput_sps"] = stats.throughput(batch_size)
+    else:
+        missing["throughput_sps"] = "comes from the median latency, which is missing"
     return metrics
 
 

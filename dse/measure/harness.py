@@ -9,14 +9,21 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from dse.exceptions import MeasurementError
-from dse.measure.stats import LatencyStats, halves_agree, median_rel_halfwidth, summarize
+from dse.measure.stats import (
+    LatencyStats,
+    halves_agree,
+    median_rel_halfwidth,
+    quantile_ci,
+    samples_for_ci,
+    summarize,
+)
 
 Timer = Literal["host", "cuda"]
 
@@ -83,8 +90,11 @@ class _StoppingCheck:
     Which samples a check sees, and what it decides from them, is unchanged: only when it looks.
     """
 
-    def __init__(self, target_rel_ci: float, min_iters: int) -> None:
+    def __init__(self, target_rel_ci: float, min_iters: int,
+                 required_quantiles: Sequence[float] = ()) -> None:
         self.target_rel_ci = target_rel_ci
+        # The median's CI is checked anyway; any other required quantile must have one too.
+        self.quantiles = [q for q in required_quantiles if q != 0.5]
         self.next_n = min_iters
         self.seconds = 0.0  # spent in checks so far
         self._array = np.empty(max(1024, min_iters))
@@ -96,7 +106,9 @@ class _StoppingCheck:
         for _ in range(2):
             start = time.perf_counter()
             median_rel_halfwidth(stand_in)
-            halves_agree(stand_in)  # both parts: a check that passes the first pays for both
+            halves_agree(stand_in)  # every part: a check that passes the first pays for all
+            for quantile in self.quantiles:
+                quantile_ci(stand_in, quantile)
             self._last_cost = min(self._last_cost, time.perf_counter() - start)
 
     def due(self, n: int, elapsed: float) -> bool:
@@ -109,7 +121,8 @@ class _StoppingCheck:
         data = self._mirror(samples)
         # A precise median of a run whose halves disagree is precise about a mixture of two
         # machine states: keep measuring then, until the halves agree or time runs out.
-        done = median_rel_halfwidth(data) <= self.target_rel_ci and halves_agree(data)
+        done = (median_rel_halfwidth(data) <= self.target_rel_ci and halves_agree(data)
+                and all(quantile_ci(data, q) is not None for q in self.quantiles))
         self._last_cost = time.perf_counter() - start
         self.seconds += self._last_cost
         self.next_n = n + max(10, n // 10)
@@ -133,20 +146,82 @@ class Warmup:
     settled: bool
 
 
-def _warm_up(timed: Callable[[], float], *, chunk: int, tolerance: float, max_iters: int,
+def _warm_up(timed: Callable[[], float], *, tolerance: float, max_iters: int,
              max_seconds: float) -> Warmup:
     """Call in chunks until two successive chunk medians agree within ``tolerance`` (caches,
-    allocators, JITs and clocks have settled), or a cap is reached."""
+    allocators, JITs and clocks have settled), or a cap is reached.
+
+    The caps are checked before every call, so a slow call overruns ``max_seconds`` by one call
+    at most; a chunk holds up to ten calls, fewer for slow calls (sized from the first warm-up
+    call so that two chunks fit in a quarter of the cap each), and never fewer than three.
+    """
     start = time.perf_counter()
     previous: float | None = None
+    chunk: list[float] = []
+    size = 10
     iters = 0
     while iters < max_iters and time.perf_counter() - start < max_seconds:
-        median = float(np.median([timed() for _ in range(chunk)]))
-        iters += chunk
+        chunk.append(timed())
+        iters += 1
+        if iters == 1:
+            size = int(min(10, max(3, max_seconds / 4 / max(chunk[0] / 1e3, 1e-9))))
+        if len(chunk) < size:
+            continue
+        median = float(np.median(chunk))
+        chunk = []
         if previous is not None and abs(median - previous) <= tolerance * previous:
             return Warmup(iters, time.perf_counter() - start, True)
         previous = median
     return Warmup(iters, time.perf_counter() - start, False)
+
+
+def _check_arguments(target_rel_ci: float, min_iters: int, max_iters: int, min_seconds: float,
+                     max_seconds: float, warmup_max_iters: int, warmup_max_seconds: float,
+                     warmup_tolerance: float, timer: str,
+                     required_quantiles: Sequence[float]) -> int:
+    """Raise ValueError naming the first bad argument; return the run's sample floor."""
+    def number(name: str, value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+            raise ValueError(f"{name} must be a number, got {value!r}")
+        return float(value)
+
+    def count(name: str, value: object, least: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+        return value
+
+    if not 0 < number("target_rel_ci", target_rel_ci) < 1:
+        raise ValueError(f"target_rel_ci must lie in (0, 1), got {target_rel_ci}")
+    count("min_iters", min_iters, 1)
+    count("max_iters", max_iters, min_iters)
+    count("warmup_max_iters", warmup_max_iters, 0)
+    if not 0 <= number("min_seconds", min_seconds) < math.inf:
+        raise ValueError(f"min_seconds must be finite and >= 0, got {min_seconds}")
+    if not min_seconds <= number("max_seconds", max_seconds) < math.inf or max_seconds <= 0:
+        raise ValueError(f"max_seconds must be finite, > 0 and >= min_seconds ({min_seconds}), "
+                         f"got {max_seconds}")
+    if not 0 <= number("warmup_max_seconds", warmup_max_seconds) < math.inf:
+        raise ValueError(f"warmup_max_seconds must be finite and >= 0, got {warmup_max_seconds}")
+    if not 0 < number("warmup_tolerance", warmup_tolerance) < math.inf:
+        raise ValueError(f"warmup_tolerance must be finite and > 0, got {warmup_tolerance}")
+    if timer not in ("host", "cuda"):
+        raise ValueError(f"timer must be 'host' or 'cuda', got {timer!r}")
+    floor = min_iters
+    for quantile in required_quantiles:
+        if not 0 < number("required_quantiles", quantile) < 1:
+            raise ValueError(f"required_quantiles must lie in (0, 1), got {quantile}")
+        needed = samples_for_ci(quantile)
+        if needed > max_iters:
+            raise ValueError(f"max_iters = {max_iters} can never give the {quantile:g} quantile a "
+                             f"95% confidence interval (that needs at least {needed} samples)")
+        floor = max(floor, needed)
+    return floor
+
+
+def _check_seconds(name: str, value: object) -> None:
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not 0 < value < math.inf):
+        raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
 
 
 def measure_latency(
@@ -160,6 +235,7 @@ def measure_latency(
     warmup_max_iters: int = 500,
     warmup_max_seconds: float = 1.0,
     warmup_tolerance: float = 0.03,
+    required_quantiles: Sequence[float] = (0.5,),
     sync: Callable[[], object] | None = None,
     timer: Timer = "host",
     on_window: Callable[[bool], object] | None = None,
@@ -167,24 +243,29 @@ def measure_latency(
     """Time ``fn`` until the 95% CI of its median latency is within ±``target_rel_ci`` of it.
 
     Timing stops when the target is met, the two halves of the run agree (``stationary``), and
-    both ``min_iters`` and ``min_seconds`` are reached; or at ``max_iters`` / ``max_seconds``
-    (then ``target_met`` or ``stationary`` may be False, and the result says so). The first call is timed
-    on its own (lazy initialisation, compilation) and never joins the samples; warm-up follows
-    until the running median settles. ``sync`` is called after each call inside the timed region
-    (e.g. ``torch.cuda.synchronize``); ``timer="cuda"`` times with CUDA events instead.
+    the floors are reached: ``min_iters``, ``min_seconds``, and enough samples for a CI of every
+    quantile in ``required_quantiles`` (368 for p99). ``max_iters`` / ``max_seconds`` are caps: a
+    run they stop short of a floor is ``underpowered`` (and ``target_met`` or ``stationary`` may
+    be False); the result says so. The first call is timed on its own (lazy initialisation,
+    compilation) and never joins the samples; warm-up follows until the running median settles,
+    within ``warmup_max_iters`` / ``warmup_max_seconds`` (checked before every call, so a slow
+    call overruns a cap by one call at most). ``sync`` is called after each call inside the timed
+    region (e.g. ``torch.cuda.synchronize``); ``timer="cuda"`` times with CUDA events instead.
     ``on_window(True)`` / ``on_window(False)`` are called right before the first and right after
     the last timed call, so telemetry covers exactly the timed window. The stopping checks between
     calls take at most about :data:`CHECK_SHARE` of the window (``check_seconds`` in the result).
+    Raises ValueError for an argument out of range (one line naming it).
     """
-    if not 0 < target_rel_ci < 1:
-        raise ValueError(f"target_rel_ci must lie in (0, 1), got {target_rel_ci}")
+    floor = _check_arguments(target_rel_ci, min_iters, max_iters, min_seconds, max_seconds,
+                             warmup_max_iters, warmup_max_seconds, warmup_tolerance, timer,
+                             required_quantiles)
     timed = _cuda_timed(fn) if timer == "cuda" else _host_timed(fn, sync)
     overhead = timer_overhead_ns() if timer == "host" else float("nan")
     first_call_ms = timed()
-    warm = _warm_up(timed, chunk=10, tolerance=warmup_tolerance, max_iters=warmup_max_iters,
+    warm = _warm_up(timed, tolerance=warmup_tolerance, max_iters=warmup_max_iters,
                     max_seconds=warmup_max_seconds)
     samples: list[float] = []
-    check = _StoppingCheck(target_rel_ci, min_iters)
+    check = _StoppingCheck(target_rel_ci, floor, required_quantiles)
     if on_window is not None:
         on_window(True)
     start = time.perf_counter()
@@ -202,7 +283,8 @@ def measure_latency(
     return summarize(samples, seconds=seconds, target_rel_ci=target_rel_ci,
                      warmup_iters=warm.iters, warmup_seconds=warm.seconds,
                      first_call_ms=first_call_ms, timer_overhead_ns=overhead,
-                     check_seconds=check.seconds)
+                     check_seconds=check.seconds, min_samples=floor,
+                     required_quantiles=required_quantiles)
 
 
 def measure_sustained(fn: Callable[[], object], *, seconds: float,
@@ -210,6 +292,7 @@ def measure_sustained(fn: Callable[[], object], *, seconds: float,
                       on_window: Callable[[bool], object] | None = None) -> LatencyStats:
     """Call ``fn`` back to back for ``seconds`` (no warm-up, no early stop): the run in which a
     device heats up, for the latency drift between its first and last tenth."""
+    _check_seconds("seconds", seconds)
     timed = _host_timed(fn, sync)
     samples: list[float] = []
     if on_window is not None:
@@ -238,8 +321,11 @@ def measure_offline(fn: Callable[[], Any], *, batch_size: int, concurrency: int,
                     seconds: float) -> OfflineStats:
     """Keep ``concurrency`` calls of ``fn`` in flight (one per thread) for ``seconds``; the
     runtime must release the GIL while it works, as ONNX Runtime and torch do."""
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    _check_seconds("seconds", seconds)
     counts = [0] * concurrency
     errors: list[BaseException] = []
     barrier = threading.Barrier(concurrency + 1)

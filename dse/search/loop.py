@@ -153,6 +153,9 @@ class SearchLoop:
         self.objectives = [o.metric for o in self.space.objectives]
         self.evaluated = frozenset(evaluated)
         self.screening = experiment.spec.search.screening
+        # The percentiles the objectives and constraints use are floors on every run's samples.
+        self.measurement = experiment.spec.measurement.for_metrics(
+            self.objectives + [c.metric for c in self.space.constraints])
         # Screening saves device time; an evaluator or replay table spends none.
         self.searches = {p.name: _DeviceSearch(p, studies[p.name], FrontTracker(
             self.objectives, self.space.constraints) if self.screening.enabled
@@ -285,8 +288,7 @@ class SearchLoop:
             self.followers[candidate.candidate_id] = []
             screening = (None if search.tracker is None
                          else screening_request(self.screening, search.tracker))
-            self.dispatcher.submit(Job(key, candidate, self.space.training,
-                                       self.experiment.spec.measurement,
+            self.dispatcher.submit(Job(key, candidate, self.space.training, self.measurement,
                                        self.experiment.spec.budget.trial_timeout_s,
                                        screening=screening))
 

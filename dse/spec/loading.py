@@ -213,6 +213,7 @@ def load_experiment_files(path: Path) -> Experiment:
             problems.extend(exc.problems)
     if space is not None and not problems:
         problems.extend(_cross_check(path, space, devices))
+        problems.extend(_percentile_check(path, spec, space))
     if problems:
         raise SpecError(problems)
     assert space is not None
@@ -234,6 +235,24 @@ def _cross_check(path: Path, space: SearchSpace, devices: list[HardwareProfile])
             problems.append(
                 f"{path}: devices[{index}]: profile {device.name!r} runs none of the space's "
                 f"backends {sorted(wanted)}; it runs {device.backends}")
+    return problems
+
+
+def _percentile_check(path: Path, spec: ExperimentSpec, space: SearchSpace) -> list[str]:
+    """A latency percentile that an objective or constraint uses needs enough samples for its
+    confidence interval, and max_iters must allow them."""
+    from dse.measure.stats import percentile_quantile, samples_for_ci
+
+    metrics = [o.metric for o in space.objectives] + [c.metric for c in space.constraints]
+    measure = spec.measurement.for_metrics(metrics)
+    problems = []
+    for name in measure.percentiles or []:
+        needed = samples_for_ci(percentile_quantile(name))
+        if needed > measure.max_iters:
+            problems.append(
+                f"{path}: measurement.max_iters: {measure.max_iters} samples can never give "
+                f"latency {name} (used by {space.name}'s objectives or constraints) a 95% "
+                f"confidence interval; it needs at least {needed}")
     return problems
 
 

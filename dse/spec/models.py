@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -34,6 +35,9 @@ DeviceKind = Literal["cpu", "cuda", "jetson", "replay"]
 FamilyName = Literal["cnn", "transformer"]
 DatasetName = Literal["digits", "sequences"]
 SamplerName = Literal["tpe", "nsga2", "nsga3", "gp", "random", "grid"]
+PercentileName = Literal["p50", "p90", "p95", "p99", "p999"]
+# latency_p99_ms, latency_p99_ci_low_ms, ...: the metrics that need a percentile's samples.
+_PERCENTILE_METRIC = re.compile(r"^latency_(?P<p>p50|p90|p95|p99|p999)_")
 ProbeName = Literal["process_memory", "rapl", "thermal_zones", "cpufreq", "cpu_throttle",
                     "jetson_power", "jetson_clocks", "tegrastats", "nvml", "cuda_memory"]
 
@@ -628,19 +632,30 @@ class MeasureSpec(Strict):
     target_rel_ci: float = Field(
         default=0.01, gt=0, lt=1,
         description="Stop once the 95% CI of the median is within ± this fraction of it.")
-    min_iters: int = Field(default=30, ge=1, description="Fewest timed iterations.")
-    max_iters: int = Field(default=1_000_000, ge=1, description="Most timed iterations.")
-    min_seconds: float = Field(default=0.2, ge=0, description="Fewest seconds of timing.")
-    max_seconds: float = Field(default=5.0, gt=0, description="Most seconds of timing.")
+    min_iters: int = Field(default=30, ge=1, description="Fewest timed iterations (a floor).")
+    max_iters: int = Field(default=1_000_000, ge=1, description="Most timed iterations (a cap).")
+    min_seconds: float = Field(default=0.2, ge=0, allow_inf_nan=False,
+                               description="Fewest seconds of timing.")
+    max_seconds: float = Field(
+        default=5.0, gt=0, allow_inf_nan=False,
+        description="Most seconds of timing (a cap: a run it stops below a floor is "
+                    "underpowered).")
     warmup_max_seconds: float = Field(
-        default=1.0, ge=0, description="Cap on the warm-up that runs until the median settles.")
+        default=1.0, ge=0, allow_inf_nan=False,
+        description="Cap on the warm-up that runs until the median settles.")
+    percentiles: list[PercentileName] | None = Field(
+        default=None,
+        description="Latency percentiles each run must give a 95% confidence interval (a floor "
+                    "on samples: p99 needs at least 368, p999 3688); a percentile without one "
+                    "is reported missing, never as a value. Default: p50 and every percentile "
+                    "an objective or constraint uses.")
     offline_concurrency: int = Field(
         default=0, ge=0, le=256,
         description="Requests kept in flight for the offline throughput run (0: no such run).")
-    offline_seconds: float = Field(default=1.0, gt=0,
+    offline_seconds: float = Field(default=1.0, gt=0, allow_inf_nan=False,
                                    description="Length of the offline throughput run.")
     sustained_seconds: float = Field(
-        default=0.0, ge=0,
+        default=0.0, ge=0, allow_inf_nan=False,
         description="Run the candidate this long without pause and report latency drift beside "
                     "thermal telemetry (0: no sustained run).")
 
@@ -652,7 +667,33 @@ class MeasureSpec(Strict):
         if self.min_seconds > self.max_seconds:
             raise ValueError(f"`min_seconds <= max_seconds` must hold, got {self.min_seconds}, "
                              f"{self.max_seconds}")
+        # Here, not at the top: the statistics import scipy, which loading a spec should not.
+        from dse.measure.stats import percentile_quantile, samples_for_ci
+
+        for name in self.percentiles or []:
+            needed = samples_for_ci(percentile_quantile(name))
+            if needed > self.max_iters:
+                raise ValueError(f"max_iters = {self.max_iters} can never give {name} a 95% "
+                                 f"confidence interval (that needs at least {needed} samples)")
         return self
+
+    def for_metrics(self, names: Sequence[str]) -> MeasureSpec:
+        """This spec with :attr:`percentiles` filled in where unset: p50 and every latency
+        percentile (or its CI bound) among ``names``, the campaign's objectives and constraints."""
+        if self.percentiles is not None:
+            return self
+        used: list[PercentileName] = ["p50"]
+        for name in names:
+            match = _PERCENTILE_METRIC.match(name)
+            if match and match["p"] not in used:
+                used.append(match["p"])  # type: ignore[arg-type]
+        return self.model_copy(update={"percentiles": used})
+
+    def required_quantiles(self) -> tuple[float, ...]:
+        """The quantiles of :attr:`percentiles` (p50 alone where none are set)."""
+        from dse.measure.stats import percentile_quantile
+
+        return tuple(percentile_quantile(name) for name in self.percentiles or ["p50"])
 
 
 class FarmSpec(Strict):

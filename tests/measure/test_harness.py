@@ -149,3 +149,93 @@ def test_cuda_event_timing_matches_synchronised_host_timing() -> None:
     assert events.p50_ms == pytest.approx(host.p50_ms, rel=0.1)
     # Host time of an asynchronous launch is far below the real device time.
     assert unsynced.p50_ms < 0.5 * events.p50_ms
+
+
+# -- floors, caps and arguments ----------------------------------------------------------------
+
+def test_caps_bound_a_slow_call_by_one_call() -> None:
+    # Each call takes at least 0.2 s, so the warm-up cap (0.3 s) admits at most two calls and the
+    # timing cap (0.5 s) at most three. Warm-up ran whole chunks of ten before looking at the
+    # clock: measure_latency(sleep(2), max_seconds=5) took 31 s.
+    calls = [0]
+
+    def slow() -> None:
+        calls[0] += 1
+        time.sleep(0.2)
+
+    stats = measure_latency(slow, min_iters=30, min_seconds=0.0, max_seconds=0.5,
+                            warmup_max_seconds=0.3)
+    assert stats.warmup_iters <= 2
+    assert stats.n <= 3
+    assert calls[0] == 1 + stats.warmup_iters + stats.n
+    # Stopped by the cap below the floor of 30 samples: said so, not passed off as a measurement.
+    assert stats.min_samples == 30 and stats.underpowered
+    assert stats.p99_ci_ms is None and stats.p50_ci_ms is None
+
+
+def test_a_required_percentile_is_a_floor_not_a_wish() -> None:
+    from dse.measure.stats import samples_for_ci
+
+    stats = measure_latency(lambda: None, target_rel_ci=0.5, min_iters=10, min_seconds=0.0,
+                            max_seconds=60.0, required_quantiles=(0.5, 0.99))
+    assert stats.min_samples == samples_for_ci(0.99) == 368
+    assert stats.n >= 368
+    assert stats.underpowered == (stats.p99_ci_ms is None)
+
+
+def test_a_run_that_meets_its_floors_is_not_underpowered() -> None:
+    stats = measure_latency(lambda: _spin(0.05), target_rel_ci=0.5, min_iters=20,
+                            min_seconds=0.0, max_seconds=60.0)
+    assert stats.n >= 20 and stats.min_samples == 20
+    assert not stats.underpowered
+
+
+def test_throughput_comes_from_the_median() -> None:
+    stats = measure_latency(lambda: _spin(0.05), target_rel_ci=0.5, min_iters=20,
+                            min_seconds=0.0, max_seconds=60.0)
+    assert stats.throughput(4) == 4 * 1000.0 / stats.p50_ms
+
+
+def test_an_error_in_the_function_reaches_the_caller() -> None:
+    def broken() -> None:
+        raise RuntimeError("runtime lost its device")
+
+    with pytest.raises(RuntimeError, match="runtime lost its device"):
+        measure_latency(broken)
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"target_rel_ci": 0.0}, r"target_rel_ci must lie in \(0, 1\)"),
+    ({"target_rel_ci": float("nan")}, "target_rel_ci must be a number"),
+    ({"min_iters": 0}, "min_iters must be an integer >= 1"),
+    ({"min_iters": 2.5}, "min_iters must be an integer >= 1"),
+    ({"max_iters": 0}, "max_iters must be an integer >= 30"),
+    ({"min_iters": 50, "max_iters": 40}, "max_iters must be an integer >= 50"),
+    ({"min_seconds": float("nan")}, "min_seconds must be a number"),
+    ({"min_seconds": -1.0}, "min_seconds must be finite and >= 0"),
+    ({"max_seconds": 0.0}, "max_seconds must be finite, > 0"),
+    ({"max_seconds": -5.0}, "max_seconds must be finite, > 0"),
+    ({"max_seconds": float("nan")}, "max_seconds must be a number"),
+    ({"max_seconds": float("inf")}, "max_seconds must be finite"),
+    ({"min_seconds": 2.0, "max_seconds": 1.0}, r"max_seconds must be .* >= min_seconds \(2.0\)"),
+    ({"warmup_max_iters": -1}, "warmup_max_iters must be an integer >= 0"),
+    ({"warmup_max_seconds": float("nan")}, "warmup_max_seconds must be a number"),
+    ({"warmup_tolerance": 0.0}, "warmup_tolerance must be finite and > 0"),
+    ({"timer": "wall"}, "timer must be 'host' or 'cuda'"),
+    ({"required_quantiles": (1.0,)}, r"required_quantiles must lie in \(0, 1\)"),
+    ({"required_quantiles": (0.99,), "max_iters": 100},
+     "max_iters = 100 can never give the 0.99 quantile a 95% confidence interval"),
+], ids=lambda value: str(value) if isinstance(value, dict) else "")
+def test_each_bad_argument_is_one_clear_error(arguments: dict[str, object], message: str) -> None:
+    calls = [0]
+    with pytest.raises(ValueError, match=message):
+        measure_latency(lambda: calls.__setitem__(0, calls[0] + 1), **arguments)  # type: ignore[arg-type]
+    assert calls[0] == 0  # refused before the function ran
+
+
+@pytest.mark.parametrize("seconds", [0.0, -1.0, float("nan"), float("inf")])
+def test_sustained_and_offline_refuse_a_bad_duration(seconds: float) -> None:
+    with pytest.raises(ValueError, match="seconds must be a finite number of seconds > 0"):
+        measure_sustained(lambda: None, seconds=seconds)
+    with pytest.raises(ValueError, match="seconds must be a finite number of seconds > 0"):
+        measure_offline(lambda: None, batch_size=1, concurrency=1, seconds=seconds)

@@ -174,3 +174,44 @@ def test_quantile_interval_selects_what_a_sort_would(q: float) -> None:
     low = max(1, int(np.floor(ranks[0] * scale - (scale - 1))))
     high = min(len(data), int(np.ceil(ranks[1] * scale)))
     assert quantile_ci(data, q) == (ordered[low - 1], ordered[high - 1])
+
+
+def test_a_percentile_without_an_interval_is_missing_with_why() -> None:
+    from dse.farm.worker import latency_metrics
+
+    thirty = summarize([1.0 + 0.01 * (i % 7) for i in range(30)], seconds=0.1)
+    missing: dict[str, str] = {}
+    metrics = latency_metrics(thirty, 4, missing)
+    # Thirty calls give the median an interval, never a p99 (that would be their maximum).
+    assert metrics["latency_p50_ms"] == thirty.p50_ms
+    assert metrics["throughput_sps"] == 4 * 1000.0 / thirty.p50_ms
+    for name in ("latency_p90_ms", "latency_p95_ms", "latency_p99_ms", "latency_p999_ms",
+                 "latency_p99_ci_low_ms", "latency_p99_ci_high_ms"):
+        assert name not in metrics
+    assert missing["latency_p99_ms"] == (
+        "30 timed calls are too few for a 95% confidence interval of p99 (it needs at least 368 "
+        "independent ones; consecutive calls count for less when they are correlated)")
+    assert "latency_p90_ms" in missing and "needs at least 36" in missing["latency_p90_ms"]
+
+    five = summarize([1.0, 1.1, 1.2, 1.3, 1.4], seconds=0.01)
+    missing = {}
+    metrics = latency_metrics(five, 1, missing)
+    assert "latency_p50_ms" not in metrics and "throughput_sps" not in metrics
+    assert missing["throughput_sps"] == "comes from the median latency, which is missing"
+
+
+def test_a_run_below_its_floor_is_underpowered() -> None:
+    data = [1.0 + 0.01 * (i % 7) for i in range(100)]
+    assert summarize(data, seconds=0.1, min_samples=100).underpowered is False
+    assert summarize(data, seconds=0.1, min_samples=101).underpowered is True
+    # A required percentile without an interval: 100 samples cannot give p99 one.
+    assert summarize(data, seconds=0.1, required_quantiles=(0.99,)).underpowered is True
+
+
+def test_samples_for_an_interval_grow_with_the_percentile() -> None:
+    from dse.measure.stats import samples_for_ci
+
+    needed = [samples_for_ci(q) for q in (0.5, 0.9, 0.95, 0.99, 0.999)]
+    assert needed == [6, 36, 72, 368, 3688]
+    for q, n in zip((0.5, 0.9, 0.95, 0.99, 0.999), needed, strict=True):
+        assert quantile_ci_ranks(n, q) is not None and quantile_ci_ranks(n - 1, q) is None

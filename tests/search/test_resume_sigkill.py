@@ -59,7 +59,7 @@ def test_sigkill_mid_campaign_then_rerun_loses_nothing_and_measures_nothing_twic
         tiny_campaign: Path) -> None:
     # Half a second of timing at least, so the kill cannot miss the measurement in flight.
     text = tiny_experiment_text(BUDGET, name="killed").replace(
-        "min_seconds: 0.0, max_seconds: 0.2", "min_seconds: 0.5, max_seconds: 0.6")
+        "min_seconds: 0.0, max_seconds: 0.5", "min_seconds: 0.5, max_seconds: 0.6")
     assert "min_seconds: 0.5" in text
     tiny_campaign.write_text(text)
     db = tiny_campaign.parent / "runs" / "killed" / "study.db"

@@ -162,7 +162,7 @@ def test_a_dominated_candidate_is_screened_out_and_a_competitive_one_measured_in
     tiny_campaign.write_text(
         tiny_experiment_text(3, name="screened")
         .replace("measurement: {warmup_max_seconds: 0.1, min_iters: 5, min_seconds: 0.0, "
-                 "max_seconds: 0.2}",
+                 "max_seconds: 0.5,\n               target_rel_ci: 0.05}",
                  "measurement: {warmup_max_seconds: 0.1, min_iters: 5, min_seconds: 0.4, "
                  "max_seconds: 0.6, target_rel_ci: 0.002}")
         + "search: {screening: {enabled: true, max_seconds: 0.15}}\n" + BASELINE)

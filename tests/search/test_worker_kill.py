@@ -78,7 +78,7 @@ def test_a_worker_killed_mid_measurement_is_replaced_and_its_trial_runs_again(
         tiny_campaign: Path) -> None:
     # 1.5 s of timing at least, so the worker is found (0.1 s polls) while it measures.
     text = tiny_experiment_text(BUDGET, name="worker-kill").replace(
-        "min_seconds: 0.0, max_seconds: 0.2", "min_seconds: 1.5, max_seconds: 2.0")
+        "min_seconds: 0.0, max_seconds: 0.5", "min_seconds: 1.5, max_seconds: 2.0")
     assert "min_seconds: 1.5" in text
     tiny_campaign.write_text(text)
     log = tiny_campaign.parent / "driver.log"

@@ -101,3 +101,34 @@ def test_schema_writes_one_file_per_kind(tmp_path: Path) -> None:
     assert names == ["experiment.schema.json", "hw_profile.schema.json",
                      "search_space.schema.json"]
     assert "description" in (tmp_path / "search_space.schema.json").read_text()
+
+
+def test_a_percentile_objective_sets_the_floor_and_max_iters_must_allow_it(
+        tiny_campaign: Path) -> None:
+    from dse.api import load_experiment
+
+    text = tiny_campaign.read_text().replace("max_seconds: 0.5,", "max_seconds: 0.5, max_iters: 300,")
+    assert "max_iters: 300" in text
+    tiny_campaign.write_text(text)
+    result = runner.invoke(app, ["validate", str(tiny_campaign)])
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"{tiny_campaign}: measurement.max_iters: 300 samples can never give latency p99 (used "
+        f"by tiny's objectives or constraints) a 95% confidence interval; it needs at least 368")
+
+    tiny_campaign.write_text(text.replace("max_iters: 300", "max_iters: 400"))
+    measurement = load_experiment(tiny_campaign).spec.measurement
+    assert measurement.percentiles is None
+    assert measurement.for_metrics(["accuracy", "latency_p99_ms"]).percentiles == ["p50", "p99"]
+    assert measurement.for_metrics(["latency_p90_ci_low_ms"]).percentiles == ["p50", "p90"]
+
+
+def test_explicit_percentiles_are_checked_against_max_iters(tmp_path: Path) -> None:
+    from dse.spec import MeasureSpec
+
+    assert MeasureSpec(percentiles=["p50", "p999"]).required_quantiles() == (0.5, 0.999)
+    with pytest.raises(ValueError, match="max_iters = 1000 can never give p999 a 95% confidence "
+                                         "interval"):
+        MeasureSpec(percentiles=["p999"], max_iters=1000)
+    with pytest.raises(ValueError, match="max_seconds"):
+        MeasureSpec(max_seconds=float("nan"))

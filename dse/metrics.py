@@ -96,8 +96,14 @@ METRICS: dict[str, MetricSpec] = _table(
     MetricSpec("throughput_sps", "samples/s", MAX,
                "Samples per second of single-stream calls at the candidate's batch size: batch size "
                "/ median latency (a typical call; tail spikes do not set it)."),
+    MetricSpec("memory_model_mb", "MB", MIN,
+               "The model's own host memory: the measuring process's resident memory with the "
+               "runner warm and timed, minus it just before the runner was built, plus weights "
+               "the runner uses from memory already resident (dse.measure.footprint). GPU memory "
+               "is cuda_allocated_peak_mb / gpu_memory_used_peak_mb."),
     MetricSpec("memory_peak_mb", "MB", MIN,
-               "Peak resident memory of the measuring process over the measurement window."),
+               "Peak resident memory of the whole measuring process (Python, the runtimes and "
+               "the model) over the measurement window; the model's own is memory_model_mb."),
     MetricSpec("cuda_allocated_peak_mb", "MB", MIN,
                "Peak memory allocated by the framework on the GPU over the window."),
     MetricSpec("gpu_memory_used_peak_mb", "MB", MIN,

@@ -104,6 +104,15 @@ def place_module(artifact: Artifact, placement: Placement) -> torch.nn.Module:
     return module.eval()
 
 
+def borrowed_bytes(module: torch.nn.Module, artifact: Artifact) -> int:
+    """The bytes of ``module``'s parameters and buffers when it is the artifact's own module
+    (on the CPU, not copied by :func:`place_module`): resident before the runner existed."""
+    if module is not artifact.module:
+        return 0
+    tensors = [*module.parameters(), *module.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors if t.device.type == "cpu")
+
+
 def settings(backend: str, placement: Placement) -> dict[str, str]:
     """The describe() entries every torch runner has."""
     import torch

@@ -37,10 +37,14 @@ class Runner(ABC):
         compile_seconds: time the runtime spent compiling on the device inside
             :meth:`Backend.compile` (torch.compile, engine builds), or None for a runtime that
             compiles nothing there.
+        borrowed_bytes: bytes of host memory the runner runs from that were resident before it
+            was built (a torch module on the CPU used as is, not copied): part of the model's
+            footprint that the process's RSS already held (see ``dse.measure.footprint``).
     """
 
     batch_size: int
     compile_seconds: float | None = None
+    borrowed_bytes: int = 0
 
     @abstractmethod
     def run(self, x: np.ndarray) -> np.ndarray:
@@ -90,6 +94,13 @@ class Backend(ABC):
         Raises BuildError for an artifact this backend cannot load, an unknown or invalid knob,
         or a runtime that refuses the model.
         """
+
+    def start_runtime(self, profile: HardwareProfile) -> None:  # noqa: B027 - optional hook
+        """Load the runtime's libraries and global state in this process, once, before any
+        runner's memory footprint is read: that one-off cost belongs to the process, and would
+        otherwise land on whichever candidate came first. Idempotent and cheap after the first
+        call; backends whose runtime has such a cost override it. Never raises: a runtime that
+        cannot start says so when a runner is compiled."""
 
     def check_knobs(self, knobs: Mapping[str, Any]) -> None:
         """Raise BuildError naming any knob this backend does not have, and the allowed ones."""

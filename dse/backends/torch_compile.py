@@ -11,6 +11,7 @@ import numpy as np
 from dse.backends._torch_common import (
     Placement,
     TorchRunner,
+    borrowed_bytes,
     check_torch_knobs,
     place_module,
     resolve_placement,
@@ -90,9 +91,12 @@ class TorchCompileBackend(Backend):
                              f"{profile.name!r}: {_CUDA_ONLY_MODES[mode]}")
         import torch
 
-        compiled = torch.compile(place_module(artifact, placement), mode=mode, dynamic=False)
+        module = place_module(artifact, placement)
+        compiled = torch.compile(module, mode=mode, dynamic=False)
         runner = TorchCompileRunner(compiled, placement, batch_size,
                                     {**settings(self.name, placement), "mode": str(mode)})
+        # Inductor runs from the module's own parameters (no freezing): they stay shared.
+        runner.borrowed_bytes = borrowed_bytes(module, artifact)
         zeros = np.zeros((batch_size, *artifact.input_shape), dtype=np.float32)
         start = time.perf_counter()
         try:

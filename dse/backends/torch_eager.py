@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from dse.backends._torch_common import (
     TorchRunner,
+    borrowed_bytes,
     check_torch_knobs,
     place_module,
     resolve_placement,
@@ -43,5 +44,7 @@ class TorchEagerBackend(Backend):
                 batch_size: int) -> Runner:
         placement = resolve_placement(self, artifact, knobs, profile)
         module = place_module(artifact, placement)
-        return TorchRunner(module, placement, batch_size,
-                           {**settings(self.name, placement), "mode": "eager"})
+        runner = TorchRunner(module, placement, batch_size,
+                             {**settings(self.name, placement), "mode": "eager"})
+        runner.borrowed_bytes = borrowed_bytes(module, artifact)
+        return runner

@@ -19,6 +19,7 @@ from dse.backends import Runner, get_backend, supports_device
 from dse.build import ArtifactCache, build_artifact, build_file_artifact
 from dse.build.artifact import fp32_onnx
 from dse.exceptions import BuildError
+from dse.measure.footprint import rss_bytes, trim_heap
 from dse.metrics import is_measured
 from dse.models.sources import FACTORY_PREFIX, is_onnx_source, load_function, model_source, source_dataset
 from dse.quality import (
@@ -64,6 +65,9 @@ class PreparedCandidate:
     metrics: dict[str, float]
     provenance: dict[str, str]
     missing: dict[str, str] = field(default_factory=dict)
+    rss_before_runner: int | None = None
+    """The process's resident bytes just before the runner was built (freed heap handed back
+    first), for ``memory_model_mb``."""
 
 
 @dataclass
@@ -102,6 +106,10 @@ def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: Har
         model = _file_model(candidate, training, cache)
     else:
         model = _torch_model(candidate, training, cache_dir, cache)
+    backend.start_runtime(profile)
+    # The baseline of the model's footprint: what the process holds before the runner exists.
+    trim_heap()
+    rss_before = rss_bytes()
     runner = backend.compile(model.artifact, candidate.knobs, profile, candidate.batch_size)
     run = runner.run if model.fixed_batch is None else _padded(runner.run, model.fixed_batch)
     try:
@@ -157,7 +165,7 @@ def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: Har
     provenance.update({"arch_id": candidate.arch_id, "artifact_format": model.artifact.format,
                        "artifact_path": str(model.artifact.path or "")})
     return PreparedCandidate(runner, _example_batch(model.eval_x, candidate.batch_size), metrics,
-                             provenance, missing)
+                             provenance, missing, rss_before)
 
 
 def _torch_model(candidate: Candidate, training: TrainingSpec, cache_dir: Path,

@@ -23,6 +23,7 @@ from dse.build.fingerprint import DEVICE_CACHE_ENV
 from dse.candidate import Candidate
 from dse.exceptions import BuildError, MeasurementError
 from dse.farm.isolation import NodeLock, Span, current_node_id
+from dse.measure.footprint import model_footprint_mb, rss_bytes, trim_heap
 from dse.measure.harness import measure_latency, measure_offline, measure_sustained
 from dse.measure.stats import PERCENTILES, LatencyStats, drift_pct, samples_for_ci
 from dse.measure.telemetry import Probe, Trace, Window, make_probes
@@ -164,6 +165,8 @@ class DeviceWorker:
         def call() -> object:
             return runner.run(example)
 
+        # Freed heap back to the system before the window: RSS in it is what is live.
+        trim_heap()
         try:
             sustained = measure.sustained_seconds > 0
             # Telemetry covers the sustained run when there is one (that is where a device heats
@@ -175,6 +178,7 @@ class DeviceWorker:
                 required_quantiles=measure.required_quantiles(),
                 on_window=None if sustained else window.mark)
             metrics.update(latency_metrics(stats, candidate.batch_size, missing))
+            _record_footprint(prepared, metrics, missing)
             if "flops_m" in metrics and "latency_p50_ms" in metrics and stats.p50_ms > 0:
                 # The rate reached at the median call: the roofline's y-axis.
                 metrics["achieved_gflops"] = (metrics["flops_m"] * 1e6 * candidate.batch_size
@@ -213,6 +217,20 @@ class DeviceWorker:
         samples = {"latency_ms": stats.samples_ms, **window.trace_samples()}
         return Measurement(candidate.candidate_id, "ok", metrics=metrics, missing=missing,
                            samples=samples, provenance=provenance)
+
+
+def _record_footprint(prepared: PreparedCandidate, metrics: dict[str, float],
+                      missing: dict[str, str]) -> None:
+    """``memory_model_mb`` once the runner is warm and timed (see ``dse.measure.footprint``)."""
+    if prepared.rss_before_runner is None:
+        missing["memory_model_mb"] = "no resident-memory reading before the runner was built"
+        return
+    value, why = model_footprint_mb(prepared.rss_before_runner, rss_bytes(),
+                                    prepared.runner.borrowed_bytes)
+    if value is None:
+        missing["memory_model_mb"] = why
+    else:
+        metrics["memory_model_mb"] = value
 
 
 def screening_measure(measure: MeasureSpec, screening: Screening) -> MeasureSpec:

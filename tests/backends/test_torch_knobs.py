@@ -201,3 +201,21 @@ def test_odd_inputs_reuse_the_compiled_graph(runner_pool: RunnerFor,
         np.testing.assert_allclose(runner.run(images[:rows]), full[:rows],
                                    atol=TOLERANCES["fp32"].atol)
     assert counters["stats"]["unique_graphs"] == graphs
+
+
+def test_a_runner_that_shares_the_module_counts_its_weights_as_borrowed(
+        artifact_for: ArtifactFor, cpu_profile: HardwareProfile) -> None:
+    # fp32 on the CPU runs the artifact's own module (resident before the runner existed: its
+    # weights are part of the model's footprint all the same); fp16 runs a copy the runner made.
+    fp32 = artifact_for("torch", "fp32")
+    assert fp32.module is not None
+    weights = sum(t.numel() * t.element_size()
+                  for t in [*fp32.module.parameters(), *fp32.module.buffers()])
+    with get_backend("torch").compile(fp32, {}, cpu_profile, POOL_BATCH) as runner:
+        assert runner.borrowed_bytes == weights > 0
+    with get_backend("torch").compile(artifact_for("torch", "fp16"), {}, cpu_profile,
+                                      POOL_BATCH) as runner:
+        assert runner.borrowed_bytes == 0
+    with get_backend("onnxruntime").compile(artifact_for("onnxruntime", "fp32"), {}, cpu_profile,
+                                            POOL_BATCH) as runner:
+        assert runner.borrowed_bytes == 0  # the session loaded its own copy from the file

@@ -96,6 +96,12 @@ METRICS: dict[str, MetricSpec] = _table(
     MetricSpec("throughput_sps", "samples/s", MAX,
                "Samples per second of single-stream calls at the candidate's batch size: batch size "
                "/ median latency (a typical call; tail spikes do not set it)."),
+    MetricSpec("interference_cpu_pct", "%", MIN,
+               "CPU time other processes used during the timed window, as a share of all the "
+               "CPUs' time in it (/proc/stat less this process's own time); a single-threaded hog "
+               "on a 2-core machine reads about 50."),
+    MetricSpec("steal_pct", "%", MIN,
+               "Share of the CPUs' time in the window that the hypervisor gave to other guests."),
     MetricSpec("memory_model_mb", "MB", MIN,
                "The model's own host memory: the measuring process's resident memory with the "
                "runner warm and timed, minus it just before the runner was built, plus weights "

@@ -26,10 +26,10 @@ from dse.farm.isolation import NodeLock, Span, current_node_id
 from dse.measure.footprint import model_footprint_mb, rss_bytes, trim_heap
 from dse.measure.harness import measure_latency, measure_offline, measure_sustained
 from dse.measure.stats import PERCENTILES, LatencyStats, drift_pct, samples_for_ci
-from dse.measure.telemetry import Probe, Trace, Window, make_probes
+from dse.measure.telemetry import Probe, ProbeResult, Trace, Window, make_probe, make_probes
 from dse.measurement import Measurement
 from dse.metrics import is_measured
-from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
+from dse.spec import HardwareProfile, InterferenceSpec, MeasureSpec, TrainingSpec
 
 if TYPE_CHECKING:
     # Only for the annotation: prepare pulls in torch-side modules the actor loads lazily.
@@ -78,6 +78,9 @@ class DeviceWorker:
         # fingerprint; the backends read the folder from this variable.
         os.environ[DEVICE_CACHE_ENV] = str(self.cache_dir / "device")
         self.probes: list[Probe] = make_probes(profile.telemetry)
+        # Every window is checked for other work on the device, listed in the profile or not.
+        if not any(probe.name == "cpu_interference" for probe in self.probes):
+            self.probes.append(make_probe("cpu_interference"))
         self.niceness = _normal_priority()
         self.node_id = current_node_id()
         self.device_id = device_id or f"{profile.name}@{self.node_id[:12]}"
@@ -171,12 +174,24 @@ class DeviceWorker:
             sustained = measure.sustained_seconds > 0
             # Telemetry covers the sustained run when there is one (that is where a device heats
             # up), else exactly the timed single-stream window.
-            stats = measure_latency(
-                call, target_rel_ci=measure.target_rel_ci, min_iters=measure.min_iters,
-                max_iters=measure.max_iters, min_seconds=measure.min_seconds,
-                max_seconds=measure.max_seconds, warmup_max_seconds=measure.warmup_max_seconds,
-                required_quantiles=measure.required_quantiles(),
-                on_window=None if sustained else window.mark)
+            policy = measure.interference
+            disturbances: list[str] = []
+            while True:
+                stats = measure_latency(
+                    call, target_rel_ci=measure.target_rel_ci, min_iters=measure.min_iters,
+                    max_iters=measure.max_iters, min_seconds=measure.min_seconds,
+                    max_seconds=measure.max_seconds,
+                    warmup_max_seconds=measure.warmup_max_seconds,
+                    required_quantiles=measure.required_quantiles(),
+                    on_window=None if sustained else window.mark)
+                # With a sustained run, that run carries the window and is judged instead.
+                disturbance = "" if sustained else disturbed(window.result_of("cpu_interference"),
+                                                             policy)
+                if not disturbance or policy.action != "remeasure" \
+                        or len(disturbances) >= policy.max_remeasures:
+                    break
+                disturbances.append(disturbance)
+                time.sleep(policy.wait_s)
             metrics.update(latency_metrics(stats, candidate.batch_size, missing))
             _record_footprint(prepared, metrics, missing)
             if "flops_m" in metrics and "latency_p50_ms" in metrics and stats.p50_ms > 0:
@@ -197,7 +212,14 @@ class DeviceWorker:
             # A runner that crashed mid-window must not leave samplers running into the next trial.
             window.close()
         metrics.update(window.summarize(telemetry_stats.n * candidate.batch_size))
+        if sustained:
+            disturbance = disturbed(window.result_of("cpu_interference"), policy)
         provenance.update(window.provenance())
+        provenance.update({
+            "remeasures": str(len(disturbances)),
+            "earlier_disturbances": " | ".join(disturbances),
+            "disturbed": str(bool(disturbance) and policy.action != "ignore"),
+            "disturbance": disturbance})
         provenance.update(prepared.provenance)
         provenance.update({
             "window_start": f"{window.start:.6f}",
@@ -217,6 +239,23 @@ class DeviceWorker:
         samples = {"latency_ms": stats.samples_ms, **window.trace_samples()}
         return Measurement(candidate.candidate_id, "ok", metrics=metrics, missing=missing,
                            samples=samples, provenance=provenance)
+
+
+def disturbed(interference: ProbeResult | None, policy: InterferenceSpec) -> str:
+    """Why a window shared too much of its device with other work, or "" when it did not (or
+    when the figures are missing: nothing shows a disturbance then)."""
+    if interference is None:
+        return ""
+    reasons = []
+    foreign = interference.metrics.get("interference_cpu_pct")
+    if foreign is not None and foreign > policy.max_foreign_cpu_pct:
+        reasons.append(f"other processes used {foreign:.0f}% of the CPUs' time (at most "
+                       f"{policy.max_foreign_cpu_pct:g}% allowed)")
+    steal = interference.metrics.get("steal_pct")
+    if steal is not None and steal > policy.max_steal_pct:
+        reasons.append(f"the hypervisor took {steal:.0f}% of the CPUs' time (at most "
+                       f"{policy.max_steal_pct:g}% allowed)")
+    return "; ".join(reasons)
 
 
 def _record_footprint(prepared: PreparedCandidate, metrics: dict[str, float],
@@ -360,6 +399,14 @@ class _TelemetryWindow:
             self.end = time.time()
             self.traces = [(probe, probe.stop()) for probe in self.active]
             self._open = False
+
+    def result_of(self, probe_name: str) -> ProbeResult | None:
+        """The last closed window's result of one probe, or None when it did not run."""
+        window = Window(self.start, self.end, 0)
+        for probe, trace in self.traces:
+            if probe.name == probe_name:
+                return probe.summarize(trace, window)
+        return None
 
     def close(self) -> None:
         """Stop the probes if the window is still open (the measurement raised inside it)."""

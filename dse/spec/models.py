@@ -39,7 +39,8 @@ PercentileName = Literal["p50", "p90", "p95", "p99", "p999"]
 # latency_p99_ms, latency_p99_ci_low_ms, ...: the metrics that need a percentile's samples.
 _PERCENTILE_METRIC = re.compile(r"^latency_(?P<p>p50|p90|p95|p99|p999)_")
 ProbeName = Literal["process_memory", "rapl", "thermal_zones", "cpufreq", "cpu_throttle",
-                    "jetson_power", "jetson_clocks", "tegrastats", "nvml", "cuda_memory"]
+                    "jetson_power", "jetson_clocks", "tegrastats", "nvml", "cuda_memory",
+                    "cpu_interference"]
 
 Scalar = Union[int, float, str, bool]  # noqa: UP007 - pydantic needs the runtime Union
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -625,6 +626,29 @@ class BudgetSpec(Strict):
                                    description="A trial still running after this is failed.")
 
 
+class InterferenceSpec(Strict):
+    """What a measurement window may share with other work on its device, and what to do when it
+    shared more (figures from the ``cpu_interference`` probe, which runs in every window)."""
+
+    max_foreign_cpu_pct: float = Field(
+        default=20.0, ge=0, le=100, allow_inf_nan=False,
+        description="Most CPU time other processes may use in a window, as a share of all the "
+                    "CPUs' time in it (interference_cpu_pct).")
+    max_steal_pct: float = Field(
+        default=5.0, ge=0, le=100, allow_inf_nan=False,
+        description="Most time the hypervisor may give the CPUs to other guests (steal_pct).")
+    action: Literal["remeasure", "flag", "ignore"] = Field(
+        default="remeasure",
+        description="remeasure: wait, then time the candidate again, up to max_remeasures times, "
+                    "and flag it disturbed if it never ran clean; flag: flag it at once; ignore: "
+                    "record the figures only.")
+    max_remeasures: int = Field(default=2, ge=0, le=10,
+                                description="Re-measurements of a disturbed window at most.")
+    wait_s: float = Field(default=1.0, ge=0, le=60, allow_inf_nan=False,
+                          description="Seconds to wait before re-measuring, for the other work "
+                                      "to pass.")
+
+
 class MeasureSpec(Strict):
     """How each candidate is timed: adaptive single-stream latency, optional offline and
     sustained runs."""
@@ -654,6 +678,9 @@ class MeasureSpec(Strict):
         description="Requests kept in flight for the offline throughput run (0: no such run).")
     offline_seconds: float = Field(default=1.0, gt=0, allow_inf_nan=False,
                                    description="Length of the offline throughput run.")
+    interference: InterferenceSpec = Field(
+        default_factory=InterferenceSpec,
+        description="Detecting other work during a window, and re-measuring or flagging it.")
     sustained_seconds: float = Field(
         default=0.0, ge=0, allow_inf_nan=False,
         description="Run the candidate this long without pause and report latency drift beside "

@@ -115,8 +115,9 @@ def test_settings_reach_the_probes() -> None:
                   "interval_s (float, default 1.0)"),
     ({"rapl": {}, "nvml": {}}, "expected a probe name or a one-key mapping {probe: {setting: value, "
                                "...}}; found a mapping with 2 keys ['rapl', 'nvml']"),
-    ("nvmlx", "unknown probe 'nvmlx'; allowed: cpu_throttle, cpufreq, cuda_memory, jetson_clocks, "
-              "jetson_power, nvml, process_memory, rapl, tegrastats, thermal_zones"),
+    ("nvmlx", "unknown probe 'nvmlx'; allowed: cpu_interference, cpu_throttle, cpufreq, "
+              "cuda_memory, jetson_clocks, jetson_power, nvml, process_memory, rapl, tegrastats, "
+              "thermal_zones"),
     (3, "expected a probe name or a one-key mapping"),
 ])
 def test_bad_entries_say_what_is_allowed(entry: object, message: str) -> None:
@@ -219,8 +220,9 @@ def test_shipped_profiles_still_validate() -> None:
 def test_the_worker_builds_its_probes_with_the_profile_settings(tmp_path: Path) -> None:
     profile = load_model(_profile_file(tmp_path), HardwareProfile)
     worker = DeviceWorker(profile, str(tmp_path / "cache"))
+    # The profile's probes in its order; the interference check joins every worker's list.
     assert [probe.name for probe in worker.probes] == [
-        "process_memory", "thermal_zones", "nvml", "cpufreq", "rapl"]
+        "process_memory", "thermal_zones", "nvml", "cpufreq", "rapl", "cpu_interference"]
     memory, thermal = worker.probes[:2]
     assert isinstance(thermal, ThermalZonesProbe)
     assert thermal.zones == ["cpu-thermal", "x86_pkg_temp"] and thermal.interval_s == 0.05

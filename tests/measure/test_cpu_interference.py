@@ -1,0 +1,118 @@
+"""Other work on the CPUs during a window: /proc parsing on real-format files, the shares over a
+window, a real hog process, and the worker's policy (re-measure, flag, ignore)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dse.candidate import Candidate
+from dse.farm.worker import DeviceWorker
+from dse.measure.telemetry import Trace, Window
+from dse.measure.telemetry.cpu_interference import (
+    MIN_TICKS,
+    CpuInterferenceProbe,
+    parse_proc_stat,
+    parse_self_stat,
+)
+from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
+from tests.conftest import LOCAL_CPU
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "proc"
+TINY_ARCH = {"num_stages": 1, "depth": 1, "width_mult": 0.5, "kernel_size": 3, "expand_ratio": 2}
+CPUS = os.cpu_count() or 1
+
+
+def test_proc_stat_is_read_from_its_aggregate_line() -> None:
+    # A real /proc/stat of a 2-CPU VM: cpu user nice system idle iowait irq softirq steal ...
+    ticks = parse_proc_stat((FIXTURES / "stat").read_text())
+    assert ticks.busy == 609773 + 464 + 89272 + 0 + 2031
+    assert ticks.steal == 14366
+    assert ticks.total == 609773 + 464 + 89272 + 728892 + 6351 + 0 + 2031 + 14366
+    assert ticks.procs_running >= 1
+    with pytest.raises(ValueError, match="no aggregate 'cpu' line"):
+        parse_proc_stat("cpu0 1 2 3 4\n")
+
+
+def test_own_cpu_time_survives_a_name_with_spaces_and_parentheses() -> None:
+    assert parse_self_stat((FIXTURES / "self-stat-odd-name").read_text()) == 1234 + 567
+
+
+def _trace(*readings: dict[str, float]) -> Trace:
+    trace = Trace("cpu_interference")
+    for i, reading in enumerate(readings):
+        trace.add(float(i), reading)
+    return trace
+
+
+def test_shares_come_from_the_window_ends() -> None:
+    probe = CpuInterferenceProbe()
+    start = {"busy": 1000.0, "steal": 50.0, "total": 5000.0, "own": 300.0, "procs_running": 1.0}
+    # 200 ticks of two CPUs: we used 100, someone else 80 more, the hypervisor 10.
+    end = {"busy": 1180.0, "steal": 60.0, "total": 5200.0, "own": 400.0, "procs_running": 2.0}
+    result = probe.summarize(_trace(start, end), Window(0.0, 1.0, 1))
+    assert result.metrics == {"interference_cpu_pct": 40.0, "steal_pct": 5.0}
+    assert probe.provenance(_trace(start, end)) == {"procs_running_mean": "1.50"}
+
+
+def test_a_window_too_short_for_the_ticks_is_missing_with_why() -> None:
+    probe = CpuInterferenceProbe()
+    start = {"busy": 1000.0, "steal": 0.0, "total": 5000.0, "own": 300.0, "procs_running": 1.0}
+    end = {**start, "total": 5000.0 + MIN_TICKS - 1, "busy": 1010.0}
+    result = probe.summarize(_trace(start, end), Window(0.0, 0.05, 1))
+    assert result.metrics == {}
+    assert result.missing["interference_cpu_pct"].startswith(
+        f"the window held {MIN_TICKS - 1} CPU ticks")
+
+
+@pytest.fixture
+def hog() -> Iterator[subprocess.Popen[bytes]]:
+    """Another process spinning on one CPU, ended by its PID."""
+    process = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)  # under way before any window opens
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_real_hog_is_seen(hog: subprocess.Popen[bytes]) -> None:
+    probe = CpuInterferenceProbe()
+    assert probe.available() == (True, "")
+    probe.start()
+    time.sleep(0.5)
+    trace = probe.stop()
+    result = probe.summarize(trace, Window(trace.timestamps[0], trace.timestamps[-1], 1))
+    # One spinning process is one CPU of CPUS: at least half of that share, whatever else runs.
+    assert result.metrics["interference_cpu_pct"] >= 50 / CPUS
+
+
+@pytest.mark.parametrize(("action", "remeasures", "flagged"), [
+    ("remeasure", 2, True), ("flag", 0, True), ("ignore", 0, False)])
+def test_the_worker_remeasures_or_flags_a_disturbed_window(
+        hog: subprocess.Popen[bytes], tmp_path: Path, action: str, remeasures: int,
+        flagged: bool) -> None:
+    profile = HardwareProfile.model_validate(yaml.safe_load(LOCAL_CPU))
+    worker = DeviceWorker(profile, str(tmp_path))
+    # Half of one CPU's share: the hog (a whole CPU) is always above it.
+    limit = 50 / CPUS
+    measure = MeasureSpec(min_seconds=0.3, max_seconds=0.4, warmup_max_seconds=0.05,
+                          interference={"max_foreign_cpu_pct": limit, "action": action,
+                                        "max_remeasures": 2, "wait_s": 0.0})
+    candidate = Candidate("cnn", TINY_ARCH, "fp32", 4, "onnxruntime", {"intra_op_threads": 1})
+    result = worker.evaluate(candidate, TrainingSpec(epochs=1, batch_size=256), measure)
+    assert result.status == "ok", result.reason
+    facts = result.provenance
+    assert facts["remeasures"] == str(remeasures)
+    assert facts["disturbed"] == str(flagged)
+    assert result.metrics["interference_cpu_pct"] > limit
+    assert facts["disturbance"].startswith("other processes used")
+    assert len([part for part in facts["earlier_disturbances"].split(" | ") if part]) == remeasures

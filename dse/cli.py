@@ -87,6 +87,8 @@ def _describe(outcome: TrialOutcome) -> str:
     reused = f" (reused #{outcome.reused_from})" if outcome.reused_from is not None else ""
     if outcome.fidelity == "screen":
         reused += " (screened out)"
+    if outcome.quality not in (None, "ok"):
+        reused += f" [{outcome.quality}]"
     m = outcome.metrics
     if "accuracy" in m or "latency_p99_ms" in m or not m:
         return (f"{head}: acc {m.get('accuracy', float('nan')):.3f}, "
@@ -135,8 +137,11 @@ def _front_table(front: pd.DataFrame, objectives: list[str]) -> object:
         return " ".join(f"{c.removeprefix(PARAM_PREFIX)}={_value(row[c])}" for c in free
                         if not pd.isna(row[c]))
 
-    # The device column only when the front spans several devices: a terminal table is narrow.
+    # The device column only when the front spans several devices: a terminal table is narrow;
+    # the quality column only when a trial on it was not measured cleanly (non_ok_on_front).
     several = bool(len(front)) and front["device"].nunique() > 1
+    unclean = "measurement_quality" in front.columns and bool(
+        (front["measurement_quality"].fillna("ok") != "ok").any())
     table = Table(title=f"Pareto front ({len(front)} points)")
     table.add_column("trial", justify="right")
     if several:
@@ -150,6 +155,8 @@ def _front_table(front: pd.DataFrame, objectives: list[str]) -> object:
         table.add_column("parameters", overflow="fold")
     for name in objectives:
         table.add_column(metric_column(name), justify="right", overflow="fold")
+    if unclean:
+        table.add_column("quality")
     for _, row in front.iterrows():
         cells = [str(row["trial"]), *([str(row["device"])] if several else [])]
         if deployed:
@@ -158,7 +165,9 @@ def _front_table(front: pd.DataFrame, objectives: list[str]) -> object:
                       joined(row, "param.knob.")]
         if free:
             cells.append(values(row))
-        table.add_row(*cells, *[_number(row[metric_column(n)]) for n in objectives])
+        quality = [str(row["measurement_quality"]) if not pd.isna(row["measurement_quality"])
+                   else ""] if unclean else []
+        table.add_row(*cells, *[_number(row[metric_column(n)]) for n in objectives], *quality)
     table.caption = ", ".join(f"{short}={full}" for short, full in sorted(legend.items()))
     return table
 
@@ -170,6 +179,7 @@ def run(experiment: Annotated[Path, typer.Argument(help="Campaign YAML (experime
         ) -> None:
     """Run a campaign (or resume it) until its budget of completed trials is met."""
     from dse.api import load_experiment, run_campaign
+    from dse.results import quality_summary
 
     console = _console()
     try:
@@ -193,6 +203,9 @@ def run(experiment: Annotated[Path, typer.Argument(help="Campaign YAML (experime
     if report:
         front = result.pareto()
         console.print(_front_table(front, result.objectives))
+        quality = quality_summary(result.trials)
+        if quality:
+            console.print(f"measurement: {quality}")
         console.print(f"trials:    {result.run_dir / 'trials.parquet'}")
         console.print(f"front:     {result.run_dir / 'pareto.csv'}")
         console.print(f"dashboard: {result.dashboard}")

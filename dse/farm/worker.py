@@ -175,7 +175,9 @@ class DeviceWorker:
             # Telemetry covers the sustained run when there is one (that is where a device heats
             # up), else exactly the timed single-stream window.
             policy = measure.interference
-            disturbances: list[str] = []
+            # Why each earlier window was measured again: disturbed, or unstable (a state change
+            # inside it); an underpowered one is not, since the same caps stop the next short.
+            remeasured_because: list[str] = []
             while True:
                 stats = measure_latency(
                     call, target_rel_ci=measure.target_rel_ci, min_iters=measure.min_iters,
@@ -187,10 +189,11 @@ class DeviceWorker:
                 # With a sustained run, that run carries the window and is judged instead.
                 disturbance = "" if sustained else disturbed(window.result_of("cpu_interference"),
                                                              policy)
-                if not disturbance or policy.action != "remeasure" \
-                        or len(disturbances) >= policy.max_remeasures:
+                problem = disturbance or unstable(stats)
+                if not problem or policy.action != "remeasure" \
+                        or len(remeasured_because) >= policy.max_remeasures:
                     break
-                disturbances.append(disturbance)
+                remeasured_because.append(problem)
                 time.sleep(policy.wait_s)
             metrics.update(latency_metrics(stats, candidate.batch_size, missing))
             _record_footprint(prepared, metrics, missing)
@@ -215,11 +218,13 @@ class DeviceWorker:
         if sustained:
             disturbance = disturbed(window.result_of("cpu_interference"), policy)
         provenance.update(window.provenance())
+        flagged = bool(disturbance) and policy.action != "ignore"
         provenance.update({
-            "remeasures": str(len(disturbances)),
-            "earlier_disturbances": " | ".join(disturbances),
-            "disturbed": str(bool(disturbance) and policy.action != "ignore"),
+            "remeasures": str(len(remeasured_because)),
+            "remeasured_because": " | ".join(remeasured_because),
+            "disturbed": str(flagged),
             "disturbance": disturbance})
+        provenance.update(measurement_quality(stats, flagged))
         provenance.update(prepared.provenance)
         provenance.update({
             "window_start": f"{window.start:.6f}",
@@ -229,6 +234,7 @@ class DeviceWorker:
             "achieved_rel_ci": f"{stats.rel_ci:.5f}",
             "target_met": str(stats.target_met),
             "stationary": str(stats.stationary),
+            "halves_shift_pct": f"{stats.halves_shift_pct:.2f}",
             "min_samples": str(stats.min_samples),
             "underpowered": str(stats.underpowered),
             "warmup_iters": str(stats.warmup_iters),
@@ -239,6 +245,34 @@ class DeviceWorker:
         samples = {"latency_ms": stats.samples_ms, **window.trace_samples()}
         return Measurement(candidate.candidate_id, "ok", metrics=metrics, missing=missing,
                            samples=samples, provenance=provenance)
+
+
+#: The labels of ``measurement_quality``, worst first: a run with several problems takes the first.
+QUALITY_FLAGS = ("disturbed", "underpowered", "unstable")
+#: A run whose halves' medians lie further apart than this changed state inside it. Significance
+#: alone (``stationary``) flags 2% shifts of 28,000 samples and passes a 39% one whose correlated
+#: samples give wide intervals (both seen here); 5% is the spread of repeated quiet runs.
+UNSTABLE_SHIFT_PCT = 5.0
+
+
+def measurement_quality(stats: LatencyStats, disturbed: bool) -> dict[str, str]:
+    """The run's quality in one word, and every flag that applies: ``disturbed`` (other work took
+    the device beyond the interference policy), ``underpowered`` (a cap stopped it below its
+    floors), ``unstable`` (its halves' medians differ by more than :data:`UNSTABLE_SHIFT_PCT`:
+    the machine changed state inside it), or ``ok``."""
+    flags = [flag for flag, applies in zip(
+        QUALITY_FLAGS, (disturbed, stats.underpowered, bool(unstable(stats))), strict=True)
+        if applies]
+    return {"measurement_quality": flags[0] if flags else "ok",
+            "measurement_flags": ",".join(flags)}
+
+
+def unstable(stats: LatencyStats) -> str:
+    """Why a run changed state inside it (its halves' medians too far apart), or ""."""
+    if abs(stats.halves_shift_pct) <= UNSTABLE_SHIFT_PCT:
+        return ""
+    return (f"unstable: the second half's median lay {stats.halves_shift_pct:+.1f}% from the "
+            f"first's (at most ±{UNSTABLE_SHIFT_PCT:g}%)")
 
 
 def disturbed(interference: ProbeResult | None, policy: InterferenceSpec) -> str:

@@ -171,6 +171,18 @@ def halves_agree(samples: Sequence[float] | np.ndarray) -> bool:
     return first[0] <= second[1] and second[0] <= first[1]
 
 
+def halves_shift_pct(samples: Sequence[float] | np.ndarray) -> float:
+    """How far the second half's median lies from the first half's, in percent of it (0 for a
+    run too short to halve): the size of a change of machine state inside the run, where
+    :func:`halves_agree` only says whether one is detectable."""
+    data = np.asarray(samples, dtype=np.float64)
+    half = len(data) // 2
+    if half < 1:
+        return 0.0
+    first = float(np.median(data[:half]))
+    return 100.0 * (float(np.median(data[half:])) - first) / first if first > 0 else 0.0
+
+
 @dataclass(frozen=True)
 class LatencyStats:
     """Summary of one single-stream latency run. Times are per call (one batch), in ms.
@@ -212,6 +224,7 @@ class LatencyStats:
     check_seconds: float = 0.0
     min_samples: int = 0
     underpowered: bool = False
+    halves_shift_pct: float = 0.0
     samples_ms: list[float] = field(default_factory=list, repr=False)
 
     def throughput(self, batch_size: int) -> float:
@@ -253,6 +266,7 @@ def summarize(samples_ms: Sequence[float], *, seconds: float, target_rel_ci: flo
         warmup_iters=warmup_iters, warmup_seconds=warmup_seconds, first_call_ms=first_call_ms,
         timer_overhead_ns=timer_overhead_ns, check_seconds=check_seconds,
         min_samples=min_samples, underpowered=len(data) < min_samples or bool(no_ci),
+        halves_shift_pct=halves_shift_pct(data),
         samples_ms=[float(v) for v in data],
     )
 

@@ -43,7 +43,7 @@ NOT_APPLICABLE = "n/a"
 FRONT_NAME = "Pareto front"
 """The legend name of the trace of front points (a browser test looks it up by this name)."""
 
-PointKind = Literal["feasible", "infeasible", "failed", "front"]
+PointKind = Literal["feasible", "infeasible", "failed", "unclean", "front"]
 
 
 class AxisInfo(NamedTuple):
@@ -108,6 +108,9 @@ class ParetoScatterInfo(NamedTuple):
     note: str
     """What is not drawn: trials without values, trials still running."""
     empty_reason: str | None
+    unclean: PointGroup = PointGroup("not measured cleanly", "unclean", [], [], [], [], [])
+    """Feasible trials whose measurement was disturbed, underpowered or unstable, kept off the
+    front (``measurement.non_ok_on_front`` false): shown apart, never on the front."""
 
 
 class Dimension(NamedTuple):
@@ -185,6 +188,9 @@ def pareto_scatter_info(trials: pd.DataFrame, objectives: Sequence[str],
 
     competing = competing_mask(measured)
     failed = ~competing & ~outcomes(measured).isin(["ok", "infeasible"])
+    unclean = (~competing & ~failed & measured["feasible"]
+               & measured.get("quality_blocks_front", pd.Series(False, index=measured.index))
+               .fillna(False).astype(bool))
     parts = _Parts(measured, columns, front_trials, hover.rows)
     groups = [parts.group(name, "feasible", rows.index)
               for name, rows in _by_stack(measured[competing])]
@@ -200,12 +206,13 @@ def pareto_scatter_info(trials: pd.DataFrame, objectives: Sequence[str],
     empty_reason = None if len(measured) else f"no trial has measured {_all_of(names)} yet"
     return ParetoScatterInfo(
         axis_infos, pairs, joined, triples, devices, groups,
-        parts.group("infeasible", "infeasible", measured.index[~competing & ~failed]),
+        parts.group("infeasible", "infeasible", measured.index[~competing & ~failed & ~unclean]),
         parts.group("failed", "failed", measured.index[failed]),
         parts.group(FRONT_NAME, "front", on_front.index), hover.fields, notes,
         " ".join(filter(None, [_note(trials[~present], names),
                                _infinite_note(trials[present & ~drawable], names)])),
-        empty_reason)
+        empty_reason,
+        parts.group("not measured cleanly", "unclean", measured.index[unclean]))
 
 
 def trial_provenance(study: optuna.Study | Sequence[optuna.Study]) -> dict[TrialKey, dict[str, str]]:

@@ -63,6 +63,8 @@ def header_html(summary: SummaryInfo) -> str:
         last = summary.last_completed or "—"
         lines.append(html.escape(f"first trial started {summary.first_started}, "
                                  f"last finished {last}"))
+    if summary.quality:
+        lines.append("measurement: " + html.escape(summary.quality))
     return "\n".join(f'<p class="meta">{line}</p>' for line in lines)
 
 

@@ -23,11 +23,12 @@ _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#
 _INFEASIBLE = "#9a9a9a"
 _FAILED = "#7b0d1e"
 _FRONT = "#111111"
-# One symbol per kind of point; all four exist in 2-D and in 3-D.
+_UNCLEAN = "#e69f00"
+# One symbol per kind of point; all five exist in 2-D and in 3-D.
 _SYMBOLS = {"feasible": "circle", "infeasible": "diamond-open", "failed": "x",
-            "front": "circle-open"}
+            "unclean": "square-open", "front": "circle-open"}
 # Open symbols are all outline; filled ones need none.
-_OUTLINE = {"feasible": 0.0, "infeasible": 1.5, "failed": 0.0, "front": 1.5}
+_OUTLINE = {"feasible": 0.0, "infeasible": 1.5, "failed": 0.0, "unclean": 1.5, "front": 1.5}
 # No plotly logo link and no "edit in Chart Studio": the page makes no request of its own.
 _CONFIG = {"displaylogo": False, "responsive": True}
 # Positions are drawn, not read: six significant digits place a point to a millionth of its
@@ -47,7 +48,8 @@ class _Slice(NamedTuple):
 
 def scatter_figure(info: ParetoScatterInfo) -> go.Figure:
     """Each device's points along one pair of axes: feasible points coloured by backend/precision,
-    infeasible ones as grey diamonds, failed ones as dark red crosses, the front ringed (and joined
+    infeasible ones as grey diamonds, ones not measured cleanly as orange squares, failed ones as
+    dark red crosses, the front ringed (and joined
     when the axes are the two objectives). A menu picks the pair of axes, another the device;
     the first device along the first pair shows first."""
     slices = _slices(info)
@@ -131,7 +133,8 @@ def _slices(info: ParetoScatterInfo) -> list[_Slice]:
     """One slice per device and group that has points there, device by device; a group keeps its
     colour on every device."""
     styled = [*[(g, _PALETTE[i % len(_PALETTE)]) for i, g in enumerate(info.groups)],
-              (info.infeasible, _INFEASIBLE), (info.failed, _FAILED), (info.front, _FRONT)]
+              (info.infeasible, _INFEASIBLE), (info.unclean, _UNCLEAN), (info.failed, _FAILED),
+              (info.front, _FRONT)]
     slices = []
     for device in info.devices:
         for group, color in styled:

@@ -21,6 +21,7 @@ from dse.results import (
     outcomes,
     param_columns,
     portable_front,
+    quality_summary,
 )
 from dse.results.dtypes import is_missing
 
@@ -46,6 +47,8 @@ class SummaryInfo(NamedTuple):
     last_completed: str | None
     devices: tuple[str, ...] = ()
     """The device profiles with trials, by name (dashboards/index.html lists them)."""
+    quality: str = ""
+    """How cleanly the trials were measured (:func:`dse.results.quality_summary`)."""
 
 
 class TableInfo(NamedTuple):
@@ -88,7 +91,8 @@ def summary_info(trials: pd.DataFrame, campaign: str, objectives: Sequence[str],
     return SummaryInfo(campaign, len(trials), status_counts(trials), described, list(constraints),
                        _stamp(started.min()) if len(started) else None,
                        _stamp(completed.max()) if len(completed) else None,
-                       tuple(sorted(trials["device"].dropna().astype(str).unique())))
+                       tuple(sorted(trials["device"].dropna().astype(str).unique())),
+                       quality_summary(trials))
 
 
 def _stamp(moment: pd.Timestamp) -> str:
@@ -113,7 +117,11 @@ def front_table_info(front: pd.DataFrame, objectives: Sequence[str]) -> TableInf
         return TableInfo([], [], "no feasible trial has been measured yet")
     first = [metric_column(name) for name in objectives if metric_column(name) in front.columns]
     metrics = first + [column for column in metric_columns(front) if column not in first]
-    columns = [column for column in ["trial", "device", *param_columns(front), *metrics]
+    # The quality column only when a front trial was not measured cleanly (non_ok_on_front).
+    unclean = "measurement_quality" in front.columns and bool(
+        (front["measurement_quality"].fillna("ok") != "ok").any())
+    columns = [column for column in ["trial", "device", *param_columns(front), *metrics,
+                                     *(["measurement_quality"] if unclean else [])]
                if front[column].notna().any()]
     headings = [column.removeprefix(PARAM_PREFIX) for column in columns]
     rows = [[label(value) for value in row] for row in front[columns].itertuples(index=False)]

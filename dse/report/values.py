@@ -202,4 +202,12 @@ def _outcome_texts(rows: pd.DataFrame) -> list[str]:
                               REASON_LIMIT))
         else:
             texts.append("")
+    # A result measured but not cleanly says so, and whether that kept it off the front.
+    if "measurement_quality" in rows.columns:
+        blocks = (rows["quality_blocks_front"].tolist() if "quality_blocks_front" in rows.columns
+                  else [False] * len(rows))
+        for i, (quality, blocked) in enumerate(zip(rows["measurement_quality"].tolist(), blocks,
+                                                   strict=True)):
+            if not texts[i] and not is_missing(quality) and quality != "ok":
+                texts[i] = f"measured {quality}" + (" (kept off the front)" if blocked else "")
     return texts

@@ -64,3 +64,8 @@ def metric_columns(frame: pd.DataFrame) -> list[str]:
         and not str(c).startswith((PARAM_PREFIX, CONSTRAINT_PREFIX))
         and not str(c).endswith(RELATIVE_SUFFIX)
     ]
+
+
+# The study attribute that says whether trials not measured cleanly may be on the front (the
+# campaign's measurement.non_ok_on_front, as of its last run).
+NON_OK_ON_FRONT_ATTR = "non_ok_on_front"

@@ -17,7 +17,13 @@ import optuna
 import pandas as pd
 
 from dse.metrics import METRICS, MetricSpec, declare, find_metric
-from dse.results.columns import COST_COLUMNS, PARAM_PREFIX, constraint_column, metric_column
+from dse.results.columns import (
+    COST_COLUMNS,
+    NON_OK_ON_FRONT_ATTR,
+    PARAM_PREFIX,
+    constraint_column,
+    metric_column,
+)
 from dse.results.dtypes import is_missing, text_column, typed_column
 from dse.search.pareto import pareto_mask
 
@@ -88,6 +94,15 @@ def trials_frame(study: optuna.Study | Sequence[optuna.Study]) -> pd.DataFrame:
         "reason": text_column([row.text["reason"] for row in rows]),
         "missing": text_column([row.text["missing"] for row in rows]),
         "feasible": pd.Series([row.feasible for row in rows], dtype="bool"),
+        # ok | disturbed | underpowered | unstable, for trials the harness measured (the worker's
+        # provenance says why); empty for others (an evaluator's, or from before it existed).
+        "measurement_quality": text_column(
+            [row.trial.user_attrs.get("measurement_quality") for row in rows]),
+        "quality_blocks_front": pd.Series(
+            [row.trial.user_attrs.get("measurement_quality") not in (None, "ok")
+             and not study.user_attrs.get(NON_OK_ON_FRONT_ATTR, False) for row in rows],
+            dtype="bool"),
+        "remeasures": pd.Series([_remeasures(row.trial) for row in rows], dtype="Int64"),
         "device": text_column([row.text["device"] for row in rows]),
         "candidate_id": text_column([row.text["candidate_id"] for row in rows]),
     }
@@ -145,9 +160,42 @@ def front_frame(trials: pd.DataFrame, objectives: Sequence[str]) -> pd.DataFrame
 
 
 def competing_mask(trials: pd.DataFrame) -> pd.Series:
-    """True for the rows allowed on a front: state COMPLETE, status ok, feasible."""
+    """True for the rows allowed on a front: state COMPLETE, status ok, feasible, and measured
+    cleanly (``quality_blocks_front`` false: see ``measurement.non_ok_on_front``)."""
     mask = (trials["state"] == "COMPLETE") & (trials["status"] == "ok") & trials["feasible"]
+    if "quality_blocks_front" in trials.columns:
+        mask = mask & ~trials["quality_blocks_front"].fillna(False).astype(bool)
     return mask.fillna(False).astype(bool)
+
+
+def quality_summary(trials: pd.DataFrame) -> str:
+    """One line on how cleanly the measured trials were measured ("31 of 32 trials measured
+    cleanly; 1 disturbed, re-measured twice"), or "" when the harness measured none."""
+    if "measurement_quality" not in trials.columns:
+        return ""
+    measured = trials[trials["measurement_quality"].notna() & trials["reused_from"].isna()]
+    if measured.empty:
+        return ""
+    labels = measured["measurement_quality"].astype(str)
+    clean = int((labels == "ok").sum())
+    parts = [f"{count} {label}" for label, count in labels[labels != "ok"].value_counts()
+             .sort_index().items()]
+    line = f"{clean} of {len(measured)} trials measured cleanly"
+    if parts:
+        blocked = int(measured["quality_blocks_front"].sum())
+        line += "; " + ", ".join(parts)
+        line += (" (kept off the front)" if blocked == len(measured) - clean
+                 else " (allowed on the front)" if blocked == 0 else "")
+    again = measured["remeasures"].fillna(0).astype(int)
+    if again.sum():
+        line += (f"; {int((again > 0).sum())} trial(s) re-measured after a disturbed window "
+                 f"({int(again.sum())} re-measurement(s))")
+    return line
+
+
+def _remeasures(trial: optuna.trial.FrozenTrial) -> int | None:
+    text = (trial.user_attrs.get("provenance") or {}).get("remeasures")
+    return int(text) if isinstance(text, str) and text.isdigit() else None
 
 
 def outcomes(trials: pd.DataFrame) -> pd.Series:

@@ -66,6 +66,7 @@ class TrialOutcome:
     completed: int
     budget: int
     fidelity: str | None = None  # "screen" or "full" with screening on; None otherwise
+    quality: str | None = None  # measurement_quality of a measured trial (None: not measured)
 
 
 ProgressCallback = Callable[[TrialOutcome], None]
@@ -80,6 +81,7 @@ class _Known:
     reason: str
     metrics: dict[str, float]
     missing: dict[str, str]
+    quality: str | None = None
 
 
 @dataclass
@@ -204,13 +206,19 @@ class SearchLoop:
                 if known is None or (known.status != "ok" and attrs["status"] == "ok"):
                     search.known[attrs["candidate_id"]] = _Known(
                         frozen.number, attrs["status"], attrs.get("reason", ""),
-                        attrs.get("metrics", {}), attrs.get("missing", {}))
+                        attrs.get("metrics", {}), attrs.get("missing", {}),
+                        attrs.get("measurement_quality"))
                 if (search.tracker is not None and frozen.state == TrialState.COMPLETE
                         and attrs["status"] == "ok" and "reused_from" not in attrs
-                        and attrs.get("fidelity") != "screen"):
+                        and attrs.get("fidelity") != "screen"
+                        and self._front_eligible(attrs.get("measurement_quality"))):
                     search.tracker.add(frozen.number, attrs.get("metrics", {}))
         search.completed = sum(t.state == TrialState.COMPLETE
                                for t in study.get_trials(deepcopy=False))
+
+    def _front_eligible(self, quality: str | None) -> bool:
+        """Whether a measurement of this quality may be on the front (and so screen others)."""
+        return quality in (None, "ok") or self.measurement.non_ok_on_front
 
     @staticmethod
     def _requeue_once(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> None:
@@ -223,7 +231,8 @@ class SearchLoop:
     # -- one trial ---------------------------------------------------------------------------
 
     def _record(self, search: _DeviceSearch, trial: optuna.Trial, status: str, reason: str,
-                metrics: dict[str, float], missing: dict[str, str]) -> tuple[str, str]:
+                metrics: dict[str, float], missing: dict[str, str],
+                quality: str | None) -> tuple[str, str]:
         """Store the result on the trial and tell Optuna; returns the final status and reason
         (an ok measurement without a value for an objective or constrained metric becomes
         failed; a metric's defined infinitely bad value, as a proxy's -inf, is a value)."""
@@ -238,6 +247,10 @@ class SearchLoop:
                                    for m in absent)
         trial.set_user_attr("status", status)
         trial.set_user_attr("reason", reason)
+        if status == "ok" and quality is not None:
+            # A measurement that is not clean stays in the study and the tables, shown apart,
+            # and (unless measurement.non_ok_on_front) off the reported front.
+            trial.set_user_attr("measurement_quality", quality)
         trial.set_user_attr("metrics", metrics)
         trial.set_user_attr("missing", missing)
         if status != "ok":
@@ -297,8 +310,9 @@ class SearchLoop:
         search = self.searches[pending.profile]
         pending.trial.set_user_attr("reused_from", known.number)
         status, reason = self._record(search, pending.trial, known.status, known.reason,
-                                      known.metrics, known.missing)
-        self._outcome(search, pending, status, reason, known.metrics, known.number)
+                                      known.metrics, known.missing, known.quality)
+        self._outcome(search, pending, status, reason, known.metrics, known.number,
+                      quality=known.quality)
 
     def _finish_measured(self, done: Done) -> None:
         pending = self.pending.pop(done.job.key)
@@ -313,22 +327,25 @@ class SearchLoop:
         fidelity = fidelity_attrs(measurement.provenance)
         for name, value in fidelity.items():
             trial.set_user_attr(name, value)
+        quality = measurement.provenance.get("measurement_quality")
         status, reason = self._record(search, trial, measurement.status, measurement.reason,
-                                      measurement.metrics, measurement.missing)
+                                      measurement.metrics, measurement.missing, quality)
         if (search.tracker is not None and status == "ok"
-                and fidelity.get("fidelity") != "screen"):
+                and fidelity.get("fidelity") != "screen"
+                and self._front_eligible(quality)):
             search.tracker.add(trial.number, measurement.metrics)
-        known = _Known(trial.number, status, reason, measurement.metrics, measurement.missing)
+        known = _Known(trial.number, status, reason, measurement.metrics, measurement.missing,
+                       quality)
         search.known[pending.candidate.candidate_id] = known
         self._outcome(search, pending, status, reason, measurement.metrics, None,
-                      fidelity.get("fidelity"))
+                      fidelity.get("fidelity"), quality)
         for follower in self.followers.pop(pending.candidate.candidate_id, []):
             key = next(k for k, v in self.pending.items() if v is follower)
             self._finish_reused(key, known)
 
     def _outcome(self, search: _DeviceSearch, pending: _Pending, status: str, reason: str,
                  metrics: dict[str, float], reused: int | None,
-                 fidelity: str | None = None) -> None:
+                 fidelity: str | None = None, quality: str | None = None) -> None:
         if status == "ok":
             search.completed += 1
         else:
@@ -339,7 +356,7 @@ class SearchLoop:
             self.on_trial(TrialOutcome(
                 pending.trial.number, pending.candidate, status, reason, metrics, reused,
                 sum(s.completed for s in self.searches.values()), budget * len(self.searches),
-                fidelity))
+                fidelity, quality))
 
     # -- the loop ----------------------------------------------------------------------------
 

@@ -410,6 +410,11 @@ def open_experiment_studies(experiment: Experiment,
         # The report has only the study: it draws the roofline's ceilings from these. Written on
         # every open, so a profile whose peaks were corrected shows the corrected ceilings.
         studies[profile.name].set_user_attr(DEVICE_PEAKS_ATTR, device_peaks(profile))
+        # Whether trials not measured cleanly may be on the front: read with the trials table.
+        from dse.results.columns import NON_OK_ON_FRONT_ATTR
+
+        studies[profile.name].set_user_attr(NON_OK_ON_FRONT_ATTR,
+                                            experiment.spec.measurement.non_ok_on_front)
     if experiment.spec.search.warm_start.enabled:
         # Imported here: warm_start plans its seeds with this module's baseline machinery.
         from dse.search.warm_start import seed_new_studies

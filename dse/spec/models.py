@@ -642,8 +642,10 @@ class InterferenceSpec(Strict):
         description="remeasure: wait, then time the candidate again, up to max_remeasures times, "
                     "and flag it disturbed if it never ran clean; flag: flag it at once; ignore: "
                     "record the figures only.")
-    max_remeasures: int = Field(default=2, ge=0, le=10,
-                                description="Re-measurements of a disturbed window at most.")
+    max_remeasures: int = Field(
+        default=2, ge=0, le=10,
+        description="Re-measurements at most of a window that was disturbed or unstable (its "
+                    "halves' medians more than 5% apart), with action remeasure.")
     wait_s: float = Field(default=1.0, ge=0, le=60, allow_inf_nan=False,
                           description="Seconds to wait before re-measuring, for the other work "
                                       "to pass.")
@@ -681,6 +683,11 @@ class MeasureSpec(Strict):
     interference: InterferenceSpec = Field(
         default_factory=InterferenceSpec,
         description="Detecting other work during a window, and re-measuring or flagging it.")
+    non_ok_on_front: bool = Field(
+        default=False,
+        description="Let trials whose measurement is not clean (measurement_quality "
+                    "disturbed, underpowered or unstable) onto the reported front; by default "
+                    "they are kept in every table, shown apart, and off the front.")
     sustained_seconds: float = Field(
         default=0.0, ge=0, allow_inf_nan=False,
         description="Run the candidate this long without pause and report latency drift beside "

@@ -115,4 +115,6 @@ def test_the_worker_remeasures_or_flags_a_disturbed_window(
     assert facts["disturbed"] == str(flagged)
     assert result.metrics["interference_cpu_pct"] > limit
     assert facts["disturbance"].startswith("other processes used")
-    assert len([part for part in facts["earlier_disturbances"].split(" | ") if part]) == remeasures
+    reasons = [part for part in facts["remeasured_because"].split(" | ") if part]
+    assert len(reasons) == remeasures
+    assert all(reason.startswith(("other processes used", "unstable:")) for reason in reasons)

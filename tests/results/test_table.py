@@ -48,7 +48,8 @@ def test_an_infeasible_trial_would_dominate_but_never_competes(trials: pd.DataFr
 
 def test_columns_are_ordered_and_metrics_carry_units(trials: pd.DataFrame) -> None:
     assert trials.columns.tolist() == [
-        "trial", "state", "status", "reason", "missing", "feasible", "device", "candidate_id",
+        "trial", "state", "status", "reason", "missing", "feasible",
+        "measurement_quality", "quality_blocks_front", "remeasures", "device", "candidate_id",
         "param.family", "param.backend", "param.precision", "param.batch_size",
         "param.arch.depth", "param.arch.width_mult",
         "param.knob.intra_op_threads", "param.knob.num_threads",
@@ -109,7 +110,8 @@ def test_objective_values_fill_metrics_the_attrs_lack() -> None:
 def test_a_study_without_measurements_still_has_its_columns() -> None:
     study = campaign_study("c", OBJECTIVES, [EXAMPLE_CONSTRAINT])
     assert trials_frame(study).columns.tolist() == [
-        "trial", "state", "status", "reason", "missing", "feasible", "device", "candidate_id",
+        "trial", "state", "status", "reason", "missing", "feasible",
+        "measurement_quality", "quality_blocks_front", "remeasures", "device", "candidate_id",
         "accuracy [fraction]", "latency_p99_ms [ms]", f"constraint.{EXAMPLE_CONSTRAINT}",
         "started", "completed", "duration_s", "reused_from"]
     record_trial(study, candidate("torch", "int8", 1.0, 1), state=TrialState.FAIL,

@@ -159,12 +159,13 @@ baseline:
 def test_a_dominated_candidate_is_screened_out_and_a_competitive_one_measured_in_full(
         tiny_campaign: Path) -> None:
     (tiny_campaign.parent.parent / "search_spaces" / "tiny.yaml").write_text(SCREEN_SPACE)
+    text = tiny_experiment_text(3, name="screened")
+    quick = text[text.index("measurement:"):]
+    assert quick.startswith("measurement: {") and quick.endswith("}\n")
     tiny_campaign.write_text(
-        tiny_experiment_text(3, name="screened")
-        .replace("measurement: {warmup_max_seconds: 0.1, min_iters: 5, min_seconds: 0.0, "
-                 "max_seconds: 0.5,\n               target_rel_ci: 0.05}",
-                 "measurement: {warmup_max_seconds: 0.1, min_iters: 5, min_seconds: 0.4, "
-                 "max_seconds: 0.6, target_rel_ci: 0.002}")
+        text.replace(quick, "measurement: {warmup_max_seconds: 0.1, min_iters: 5, "
+                            "min_seconds: 0.4, max_seconds: 0.6, target_rel_ci: 0.002, "
+                            "non_ok_on_front: true}\n")
         + "search: {screening: {enabled: true, max_seconds: 0.15}}\n" + BASELINE)
     experiment = load_experiment(tiny_campaign)
     # After the baseline: the same model at batch 16 (as big, slower per call), then int8

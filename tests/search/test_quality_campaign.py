@@ -1,0 +1,68 @@
+"""A campaign whose measurements are not clean: flagged in every output, kept off the front by
+default, allowed on it when the campaign says so. Real Ray, real runners, the real CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from typer.testing import CliRunner
+
+from dse.api import load_experiment
+from dse.cli import app
+from dse.report.dashboard import dashboard_info
+from dse.results import load_campaign
+from tests.conftest import tiny_experiment_text
+
+# A floor no run reaches in its half second: every measured trial is underpowered, yet has
+# samples enough for its p99 interval (so it is measured, not failed).
+UNREACHABLE = ("measurement: {warmup_max_seconds: 0.1, min_iters: 200000, min_seconds: 0.0, "
+               "max_seconds: 0.5}\n")
+
+
+def _experiment(path: Path, extra: str = "") -> None:
+    text = tiny_experiment_text(3, name="unclean")
+    start = text.index("measurement:")
+    path.write_text(text[:start] + UNREACHABLE.replace("}", extra + "}"))
+
+
+def test_underpowered_trials_are_flagged_everywhere_and_kept_off_the_front(
+        tiny_campaign: Path) -> None:
+    _experiment(tiny_campaign)
+    result = CliRunner().invoke(app, ["run", str(tiny_campaign)])
+    assert result.exit_code == 0, result.output
+    progress = [line for line in result.output.splitlines() if line.startswith("#")]
+    measured = [line for line in progress if "(reused" not in line]
+    assert measured and all(line.endswith("[underpowered]") for line in measured)
+    assert "Pareto front (0 points)" in result.output
+    assert (f"measurement: 0 of {len(measured)} trials measured cleanly; {len(measured)} "
+            f"underpowered (kept off the front)") in " ".join(result.output.split())
+
+    experiment = load_experiment(tiny_campaign)
+    trials = pd.read_parquet(experiment.run_dir / "trials.parquet")
+    fresh = trials[trials["reused_from"].isna()]
+    assert (fresh["measurement_quality"] == "underpowered").all()
+    assert fresh["quality_blocks_front"].all()
+    assert pd.read_csv(experiment.run_dir / "pareto.csv").empty
+
+    info = dashboard_info(load_campaign(experiment.run_dir), experiment.run_dir)
+    # A repeat carries the quality of the measurement it reuses.
+    assert sorted(info.scatter.unclean.trials) == sorted(trials[trials["status"] == "ok"]["trial"])
+    assert info.scatter.groups == [] and info.scatter.infeasible.trials == []
+    outcome = info.scatter.hover_fields.index("outcome")
+    assert info.scatter.unclean.hover[0][outcome] == "measured underpowered (kept off the front)"
+    page = experiment.dashboard_path.read_text()
+    assert "measurement: 0 of" in page and "not measured cleanly" in page
+
+    # The campaign lets them on the front: the next run (here, a resume with nothing left to do)
+    # records that, and the front and its table show their quality.
+    _experiment(tiny_campaign, ", non_ok_on_front: true")
+    again = CliRunner().invoke(app, ["run", str(tiny_campaign)])
+    assert again.exit_code == 0, again.output
+    assert "Pareto front (0 points)" not in again.output
+    # The terminal is 80 columns: rich wraps the line at a space.
+    assert "underpowered (allowed on the front)" in " ".join(again.output.split())
+    front = pd.read_csv(experiment.run_dir / "pareto.csv")
+    assert len(front) >= 1 and (front["measurement_quality"] == "underpowered").all()
+    table = dashboard_info(load_campaign(experiment.run_dir), experiment.run_dir).front
+    assert "measurement_quality" in table.columns

@@ -188,8 +188,8 @@ def quality_summary(trials: pd.DataFrame) -> str:
                  else " (allowed on the front)" if blocked == 0 else "")
     again = measured["remeasures"].fillna(0).astype(int)
     if again.sum():
-        line += (f"; {int((again > 0).sum())} trial(s) re-measured after a disturbed window "
-                 f"({int(again.sum())} re-measurement(s))")
+        line += (f"; {int((again > 0).sum())} trial(s) re-measured after a disturbed or "
+                 f"unstable window ({int(again.sum())} re-measurement(s))")
     return line
 
 

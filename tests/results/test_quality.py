@@ -61,7 +61,7 @@ def test_a_trial_not_measured_cleanly_is_kept_off_the_front_by_default() -> None
     assert sorted(front_frame(trials, OBJECTIVES)["trial"]) == [0, 2]
     assert quality_summary(trials) == (
         "1 of 2 trials measured cleanly; 1 disturbed (kept off the front); 1 trial(s) "
-        "re-measured after a disturbed window (2 re-measurement(s))")
+        "re-measured after a disturbed or unstable window (2 re-measurement(s))")
 
 
 def test_a_campaign_can_let_them_on_the_front() -> None:

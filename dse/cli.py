@@ -115,7 +115,7 @@ def _front_table(front: pd.DataFrame, objectives: list[str]) -> object:
     import pandas as pd
     from rich.table import Table
 
-    from dse.results import PARAM_PREFIX, metric_column
+    from dse.results import PARAM_PREFIX, has_unclean, metric_column
 
     legend: dict[str, str] = {}
     # Free parameters are the param.* columns that are not the model's or the deployment's.
@@ -140,8 +140,7 @@ def _front_table(front: pd.DataFrame, objectives: list[str]) -> object:
     # The device column only when the front spans several devices: a terminal table is narrow;
     # the quality column only when a trial on it was not measured cleanly (non_ok_on_front).
     several = bool(len(front)) and front["device"].nunique() > 1
-    unclean = "measurement_quality" in front.columns and bool(
-        (front["measurement_quality"].fillna("ok") != "ok").any())
+    unclean = has_unclean(front)
     table = Table(title=f"Pareto front ({len(front)} points)")
     table.add_column("trial", justify="right")
     if several:

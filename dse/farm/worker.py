@@ -25,6 +25,7 @@ from dse.exceptions import BuildError, MeasurementError
 from dse.farm.isolation import NodeLock, Span, current_node_id
 from dse.measure.footprint import model_footprint_mb, rss_bytes, trim_heap
 from dse.measure.harness import measure_latency, measure_offline, measure_sustained
+from dse.measure.quality import disturbed, measurement_quality, unstable
 from dse.measure.stats import PERCENTILES, LatencyStats, drift_pct, samples_for_ci
 from dse.measure.telemetry import Probe, ProbeResult, Trace, Window, make_probe, make_probes
 from dse.measurement import Measurement
@@ -187,8 +188,7 @@ class DeviceWorker:
                     required_quantiles=measure.required_quantiles(),
                     on_window=None if sustained else window.mark)
                 # With a sustained run, that run carries the window and is judged instead.
-                disturbance = "" if sustained else disturbed(window.result_of("cpu_interference"),
-                                                             policy)
+                disturbance = "" if sustained else _disturbance(window, policy)
                 problem = disturbance or unstable(stats)
                 if not problem or policy.action != "remeasure" \
                         or len(remeasured_because) >= policy.max_remeasures:
@@ -216,7 +216,7 @@ class DeviceWorker:
             window.close()
         metrics.update(window.summarize(telemetry_stats.n * candidate.batch_size))
         if sustained:
-            disturbance = disturbed(window.result_of("cpu_interference"), policy)
+            disturbance = _disturbance(window, policy)
         provenance.update(window.provenance())
         flagged = bool(disturbance) and policy.action != "ignore"
         provenance.update({
@@ -247,49 +247,10 @@ class DeviceWorker:
                            samples=samples, provenance=provenance)
 
 
-#: The labels of ``measurement_quality``, worst first: a run with several problems takes the first.
-QUALITY_FLAGS = ("disturbed", "underpowered", "unstable")
-#: A run whose halves' medians lie further apart than this changed state inside it. Significance
-#: alone (``stationary``) flags 2% shifts of 28,000 samples and passes a 39% one whose correlated
-#: samples give wide intervals (both seen here); 5% is the spread of repeated quiet runs.
-UNSTABLE_SHIFT_PCT = 5.0
-
-
-def measurement_quality(stats: LatencyStats, disturbed: bool) -> dict[str, str]:
-    """The run's quality in one word, and every flag that applies: ``disturbed`` (other work took
-    the device beyond the interference policy), ``underpowered`` (a cap stopped it below its
-    floors), ``unstable`` (its halves' medians differ by more than :data:`UNSTABLE_SHIFT_PCT`:
-    the machine changed state inside it), or ``ok``."""
-    flags = [flag for flag, applies in zip(
-        QUALITY_FLAGS, (disturbed, stats.underpowered, bool(unstable(stats))), strict=True)
-        if applies]
-    return {"measurement_quality": flags[0] if flags else "ok",
-            "measurement_flags": ",".join(flags)}
-
-
-def unstable(stats: LatencyStats) -> str:
-    """Why a run changed state inside it (its halves' medians too far apart), or ""."""
-    if abs(stats.halves_shift_pct) <= UNSTABLE_SHIFT_PCT:
-        return ""
-    return (f"unstable: the second half's median lay {stats.halves_shift_pct:+.1f}% from the "
-            f"first's (at most ±{UNSTABLE_SHIFT_PCT:g}%)")
-
-
-def disturbed(interference: ProbeResult | None, policy: InterferenceSpec) -> str:
-    """Why a window shared too much of its device with other work, or "" when it did not (or
-    when the figures are missing: nothing shows a disturbance then)."""
-    if interference is None:
-        return ""
-    reasons = []
-    foreign = interference.metrics.get("interference_cpu_pct")
-    if foreign is not None and foreign > policy.max_foreign_cpu_pct:
-        reasons.append(f"other processes used {foreign:.0f}% of the CPUs' time (at most "
-                       f"{policy.max_foreign_cpu_pct:g}% allowed)")
-    steal = interference.metrics.get("steal_pct")
-    if steal is not None and steal > policy.max_steal_pct:
-        reasons.append(f"the hypervisor took {steal:.0f}% of the CPUs' time (at most "
-                       f"{policy.max_steal_pct:g}% allowed)")
-    return "; ".join(reasons)
+def _disturbance(window: _TelemetryWindow, policy: InterferenceSpec) -> str:
+    """Why the window just closed was disturbed under ``policy``, or ""."""
+    return disturbed(window.result_of("cpu_interference"), policy.max_foreign_cpu_pct,
+                     policy.max_steal_pct)
 
 
 def _record_footprint(prepared: PreparedCandidate, metrics: dict[str, float],

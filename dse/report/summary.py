@@ -16,6 +16,7 @@ from dse.results import (
     PARAM_PREFIX,
     competing_mask,
     front_frame,
+    has_unclean,
     metric_column,
     metric_columns,
     outcomes,
@@ -117,11 +118,8 @@ def front_table_info(front: pd.DataFrame, objectives: Sequence[str]) -> TableInf
         return TableInfo([], [], "no feasible trial has been measured yet")
     first = [metric_column(name) for name in objectives if metric_column(name) in front.columns]
     metrics = first + [column for column in metric_columns(front) if column not in first]
-    # The quality column only when a front trial was not measured cleanly (non_ok_on_front).
-    unclean = "measurement_quality" in front.columns and bool(
-        (front["measurement_quality"].fillna("ok") != "ok").any())
-    columns = [column for column in ["trial", "device", *param_columns(front), *metrics,
-                                     *(["measurement_quality"] if unclean else [])]
+    quality = ["measurement_quality"] if has_unclean(front) else []
+    columns = [column for column in ["trial", "device", *param_columns(front), *metrics, *quality]
                if front[column].notna().any()]
     headings = [column.removeprefix(PARAM_PREFIX) for column in columns]
     rows = [[label(value) for value in row] for row in front[columns].itertuples(index=False)]

@@ -18,6 +18,7 @@ from dse.results.fidelity import ScreeningSummary, screening_summary
 from dse.results.table import (
     competing_mask,
     front_frame,
+    has_unclean,
     outcomes,
     portable_front,
     quality_summary,
@@ -38,6 +39,7 @@ __all__ = [
     "competing_mask",
     "constraint_columns",
     "front_frame",
+    "has_unclean",
     "load_campaign",
     "load_study",
     "metric_column",

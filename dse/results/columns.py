@@ -69,3 +69,9 @@ def metric_columns(frame: pd.DataFrame) -> list[str]:
 # The study attribute that says whether trials not measured cleanly may be on the front (the
 # campaign's measurement.non_ok_on_front, as of its last run).
 NON_OK_ON_FRONT_ATTR = "non_ok_on_front"
+
+
+def blocks_front(quality: str | None, non_ok_on_front: bool) -> bool:
+    """Whether a trial's ``measurement_quality`` keeps it off the front: any label but ``ok``,
+    unless the campaign allows them; no label (not measured by the harness) never does."""
+    return quality not in (None, "ok") and not non_ok_on_front

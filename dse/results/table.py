@@ -21,6 +21,7 @@ from dse.results.columns import (
     COST_COLUMNS,
     NON_OK_ON_FRONT_ATTR,
     PARAM_PREFIX,
+    blocks_front,
     constraint_column,
     metric_column,
 )
@@ -99,9 +100,9 @@ def trials_frame(study: optuna.Study | Sequence[optuna.Study]) -> pd.DataFrame:
         "measurement_quality": text_column(
             [row.trial.user_attrs.get("measurement_quality") for row in rows]),
         "quality_blocks_front": pd.Series(
-            [row.trial.user_attrs.get("measurement_quality") not in (None, "ok")
-             and not study.user_attrs.get(NON_OK_ON_FRONT_ATTR, False) for row in rows],
-            dtype="bool"),
+            [blocks_front(row.trial.user_attrs.get("measurement_quality"),
+                          bool(study.user_attrs.get(NON_OK_ON_FRONT_ATTR, False)))
+             for row in rows], dtype="bool"),
         "remeasures": pd.Series([_remeasures(row.trial) for row in rows], dtype="Int64"),
         "device": text_column([row.text["device"] for row in rows]),
         "candidate_id": text_column([row.text["candidate_id"] for row in rows]),
@@ -166,6 +167,13 @@ def competing_mask(trials: pd.DataFrame) -> pd.Series:
     if "quality_blocks_front" in trials.columns:
         mask = mask & ~trials["quality_blocks_front"].fillna(False).astype(bool)
     return mask.fillna(False).astype(bool)
+
+
+def has_unclean(rows: pd.DataFrame) -> bool:
+    """Whether any of ``rows`` was not measured cleanly: a front shows a quality column then
+    (only possible with ``measurement.non_ok_on_front``)."""
+    return "measurement_quality" in rows.columns and bool(
+        (rows["measurement_quality"].fillna("ok") != "ok").any())
 
 
 def quality_summary(trials: pd.DataFrame) -> str:

@@ -28,6 +28,7 @@ from dse.farm.dispatcher import Done, Job
 from dse.farm.isolation import NodeLock, current_node_id
 from dse.measurement import Measurement
 from dse.metrics import is_measured
+from dse.results.columns import blocks_front
 from dse.search.screening import FrontTracker, fidelity_attrs, screening_request
 from dse.search.space import suggest_candidate
 from dse.spec import Experiment, HardwareProfile
@@ -218,7 +219,7 @@ class SearchLoop:
 
     def _front_eligible(self, quality: str | None) -> bool:
         """Whether a measurement of this quality may be on the front (and so screen others)."""
-        return quality in (None, "ok") or self.measurement.non_ok_on_front
+        return not blocks_front(quality, self.measurement.non_ok_on_front)
 
     @staticmethod
     def _requeue_once(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> None:

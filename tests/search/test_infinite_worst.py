@@ -130,6 +130,9 @@ def test_cli_prints_the_front_with_minus_inf(tmp_path: Path) -> None:
     outcome = CliRunner().invoke(app, ["run", str(_campaign(tmp_path))])
     assert outcome.exit_code == 0, outcome.output
     assert "-inf" in outcome.output
+    # The front table itself lists the three -inf points (not only the progress lines).
+    table = outcome.output[outcome.output.index("Pareto front (7 points)"):]
+    assert table.count("-inf") == 3
 
 
 @pytest.mark.parametrize("value", [math.inf, math.nan])

@@ -1,0 +1,60 @@
+"""How cleanly a run was measured: one label per trial, and why a window is measured again.
+
+Labels (``measurement_quality``), worst first, a run with several problems taking the first:
+``disturbed`` (other work took the device beyond the interference policy, even after its
+re-measurements), ``underpowered`` (a cap stopped the run below its floors: see
+:func:`dse.measure.harness.measure_latency`), ``unstable`` (the medians of its halves lie more
+than :data:`UNSTABLE_SHIFT_PCT` apart: the machine changed state inside it), else ``ok``.
+Whether such a trial may be on the front is the results' rule (``dse.results.columns``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dse.measure.stats import LatencyStats
+    from dse.measure.telemetry import ProbeResult
+
+QUALITY_FLAGS = ("disturbed", "underpowered", "unstable")
+#: A run whose halves' medians lie further apart than this changed state inside it. Significance
+#: alone (``stationary``) flags 2% shifts of 28,000 samples and passes a 39% one whose correlated
+#: samples give wide intervals (both seen here); 5% is the spread of repeated quiet runs.
+UNSTABLE_SHIFT_PCT = 5.0
+
+
+def measurement_quality(stats: LatencyStats, disturbed: bool) -> dict[str, str]:
+    """The run's label and every flag that applies, as provenance entries
+    (``measurement_quality``, ``measurement_flags``)."""
+    flags = [flag for flag, applies in zip(
+        QUALITY_FLAGS, (disturbed, stats.underpowered, bool(unstable(stats))), strict=True)
+        if applies]
+    return {"measurement_quality": flags[0] if flags else "ok",
+            "measurement_flags": ",".join(flags)}
+
+
+def unstable(stats: LatencyStats) -> str:
+    """Why a run changed state inside it (its halves' medians too far apart), or ""."""
+    if abs(stats.halves_shift_pct) <= UNSTABLE_SHIFT_PCT:
+        return ""
+    return (f"unstable: the second half's median lay {stats.halves_shift_pct:+.1f}% from the "
+            f"first's (at most ±{UNSTABLE_SHIFT_PCT:g}%)")
+
+
+def disturbed(interference: ProbeResult | None, max_foreign_cpu_pct: float,
+              max_steal_pct: float) -> str:
+    """Why a window shared more of its device with other work than allowed (the
+    ``cpu_interference`` probe's result), or "" when it did not, or when the figures are missing:
+    nothing shows a disturbance then."""
+    if interference is None:
+        return ""
+    reasons = []
+    foreign = interference.metrics.get("interference_cpu_pct")
+    if foreign is not None and foreign > max_foreign_cpu_pct:
+        reasons.append(f"other processes used {foreign:.0f}% of the CPUs' time (at most "
+                       f"{max_foreign_cpu_pct:g}% allowed)")
+    steal = interference.metrics.get("steal_pct")
+    if steal is not None and steal > max_steal_pct:
+        reasons.append(f"the hypervisor took {steal:.0f}% of the CPUs' time (at most "
+                       f"{max_steal_pct:g}% allowed)")
+    return "; ".join(reasons)

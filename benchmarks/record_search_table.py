@@ -30,7 +30,7 @@ TABLE = REPO / "tests" / "fixtures" / "search" / "cnn-digits-grid.csv"
 
 # The columns worth replaying: what the space searches, its objectives, and why a row failed.
 _KEPT_METRICS = ("accuracy", "latency_p50_ms", "latency_p99_ms", "throughput_sps",
-                 "memory_peak_mb")
+                 "process_rss_peak_mb")
 
 
 def cpu_model() -> str:

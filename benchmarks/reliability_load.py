@@ -70,7 +70,7 @@ class SimulatedDevice:
         digest = hashlib.sha256(candidate.candidate_id.encode()).digest()
         unit = [b / 255 for b in digest[:4]]
         metrics = {"accuracy": 0.5 + 0.5 * unit[0], "latency_p99_ms": 0.1 + 10 * unit[1],
-                   "throughput_sps": 100 + 10_000 * unit[2], "memory_peak_mb": 50 + 500 * unit[3]}
+                   "throughput_sps": 100 + 10_000 * unit[2], "process_rss_peak_mb": 50 + 500 * unit[3]}
         return Measurement(candidate.candidate_id, "ok", metrics=metrics,
                            provenance={"measure_start": f"{start:.6f}",
                                        "measure_end": f"{end:.6f}", "device_pid": str(os.getpid())})

@@ -109,7 +109,7 @@ def measure(candidate: dict[str, Any], rng: np.random.Generator) -> Measurement:
         "latency_std_ms": 0.1 * mean, "latency_min_ms": 0.8 * p50, "latency_max_ms": 1.3 * p99,
         "first_call_ms": 2 * p99, "throughput_sps": batch / mean * 1000,
         "latency_p50_ci_low_ms": 0.97 * p50, "latency_p50_ci_high_ms": 1.03 * p50,
-        "memory_peak_mb": 150 + 4 * size * batch + float(rng.normal(0, 5)),
+        "process_rss_peak_mb": 150 + 4 * size * batch + float(rng.normal(0, 5)),
     }
     provenance = {**HOST_PROVENANCE, "backend": candidate["backend"], "precision": precision,
                   "threads": str(threads), "timed_iters": str(int(300 + rng.integers(0, 400))),

@@ -7,6 +7,9 @@ is what users write in YAML (``minimize: latency_p99_ms``); its unit appears in 
 A campaign measured by a custom evaluator or a replay table may report metrics of its own, which its
 search space declares (``metrics:``). :func:`declare` adds them, by name, beside the built-in table
 for the rest of the process; :func:`find_metric` and :func:`metric` look in both.
+
+A metric that was renamed keeps its old name in :data:`RENAMED_METRICS`; what comes in from outside
+(YAML, stored studies, replay tables, evaluators) is read through :func:`current_metric_name`.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 
 class Direction(enum.Enum):
@@ -81,6 +85,10 @@ METRICS: dict[str, MetricSpec] = _table(
     MetricSpec("latency_p999_ms", "ms", MIN,
                "99.9th-percentile latency of one batch; reported only with its 95% CI (at least "
                "3688 timed calls)."),
+    MetricSpec("between_run_cv", "ratio", MIN,
+               "Spread of the median latency between the independent blocks a candidate was "
+               "timed in (standard deviation of the block medians over their mean): how far the "
+               "next run's median may move; needs measurement.blocks >= 2."),
     MetricSpec("latency_mean_ms", "ms", MIN, "Mean latency of one batch."),
     MetricSpec("latency_std_ms", "ms", MIN, "Standard deviation of the latency of one batch."),
     MetricSpec("latency_min_ms", "ms", MIN, "Fastest timed call."),
@@ -100,16 +108,28 @@ METRICS: dict[str, MetricSpec] = _table(
                "CPU time other processes used during the timed window, as a share of all the "
                "CPUs' time in it (/proc/stat less this process's own time); a single-threaded hog "
                "on a 2-core machine reads about 50."),
+    MetricSpec("cpu_wait_pct", "%", MIN,
+               "Share of the measuring process's runnable time its threads spent waiting for a "
+               "CPU in the window (/proc/self/task/*/schedstat): other work taking its CPU."),
     MetricSpec("steal_pct", "%", MIN,
                "Share of the CPUs' time in the window that the hypervisor gave to other guests."),
+    MetricSpec("gpu_foreign_processes", "count", MIN,
+               "Most other processes holding a compute context on the NVIDIA GPU at once during "
+               "the window (NVML's process list, polled; in a container, one listed process "
+               "from another PID namespace may be taken for the measuring one)."),
+    MetricSpec("gpu_foreign_pct", "%", MIN,
+               "Share of the NVIDIA GPU's SMs other processes used during the window, from NVML's "
+               "per-process utilization records timed inside it; missing when NVML kept none."),
     MetricSpec("memory_model_mb", "MB", MIN,
                "The model's own host memory: the measuring process's resident memory with the "
                "runner warm and timed, minus it just before the runner was built, plus weights "
                "the runner uses from memory already resident (dse.measure.footprint). GPU memory "
                "is cuda_allocated_peak_mb / gpu_memory_used_peak_mb."),
-    MetricSpec("memory_peak_mb", "MB", MIN,
-               "Peak resident memory of the whole measuring process (Python, the runtimes and "
-               "the model) over the measurement window; the model's own is memory_model_mb."),
+    MetricSpec("process_rss_peak_mb", "MB", MIN,
+               "Peak resident memory (RSS) of the whole measuring process over the measurement "
+               "window: Python, the runtimes and their libraries as well as the model, hundreds "
+               "of MB whatever the model; the model's own memory is memory_model_mb. Named "
+               "memory_peak_mb before."),
     MetricSpec("cuda_allocated_peak_mb", "MB", MIN,
                "Peak memory allocated by the framework on the GPU over the window."),
     MetricSpec("gpu_memory_used_peak_mb", "MB", MIN,
@@ -171,10 +191,57 @@ METRICS: dict[str, MetricSpec] = _table(
 )
 
 
+# Metrics renamed since files were first written with their old name: old name -> current name.
+# Every name that comes in from outside (search-space YAML, a study's attributes and trials, a
+# replay table's columns, an evaluator's result) is read through current_metric_name, so what was
+# written before a rename still validates, loads and reports under the current name.
+RENAMED_METRICS: dict[str, str] = {
+    # The whole process's RSS, not the model's memory (that is memory_model_mb).
+    "memory_peak_mb": "process_rss_peak_mb",
+}
+
+
+def current_metric_name(name: str) -> str:
+    """The current name of metric ``name``: itself, or the name it was renamed to
+    (:data:`RENAMED_METRICS`)."""
+    return RENAMED_METRICS.get(name, name)
+
+
+def former_metric_name(name: str) -> str:
+    """The name metric ``name`` had before it was renamed (the last entry of
+    :data:`RENAMED_METRICS` naming it), or ``name`` itself: what files written before the rename
+    hold."""
+    former = [old for old, new in RENAMED_METRICS.items() if new == name]
+    return former[-1] if former else name
+
+
+V = TypeVar("V")
+
+
+def current_metric_keys(values: Mapping[str, V]) -> dict[str, V]:
+    """``values`` (metric name -> anything) with every key under its current name
+    (:func:`current_metric_name`); where a mapping holds a metric under both names, the value under
+    the current name wins."""
+    out: dict[str, V] = {}
+    for key, value in values.items():
+        name = current_metric_name(str(key))
+        if name != key and name in values:
+            continue
+        out[name] = value
+    return out
+
+
+def current_constraint_text(text: str) -> str:
+    """A constraint as written ``<metric> <op> <value>`` (``memory_peak_mb <= 4096``), with its
+    metric under its current name (``process_rss_peak_mb <= 4096``)."""
+    name, space, rest = text.partition(" ")
+    return f"{current_metric_name(name)}{space}{rest}"
+
+
 # The values a built-in metric can take, where the quantity itself bounds them: a constraint
 # outside its range can never hold. Metrics not listed (temperature, drift, proxies) are unbounded.
 _NON_NEGATIVE_UNITS = frozenset({"ms", "MB", "mJ", "W", "s", "M", "MFLOP", "GFLOP/s", "samples/s",
-                                 "FLOP/B", "logit"})
+                                 "FLOP/B", "logit", "ratio", "count"})
 _FRACTIONS = frozenset({"accuracy", "throttled_fraction", "top1_agreement"})
 
 
@@ -216,6 +283,9 @@ def declare(specs: Iterable[MetricSpec]) -> None:
     for spec in specs:
         if spec.name in METRICS:
             raise ValueError(f"metric {spec.name!r} is built in; declare only new metrics")
+        if spec.name in RENAMED_METRICS:
+            raise ValueError(f"metric {spec.name!r} is the former name of the built-in "
+                             f"{RENAMED_METRICS[spec.name]!r}; declare only new metrics")
         known = _DECLARED.get(spec.name)
         if known is not None and (known.unit, known.direction) != (spec.unit, spec.direction):
             raise ValueError(

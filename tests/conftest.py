@@ -48,7 +48,7 @@ objectives:
   - metric: accuracy
   - metric: latency_p99_ms
 constraints:
-  - memory_peak_mb <= 100000
+  - process_rss_peak_mb <= 100000
 """
 
 LOCAL_CPU = """\

@@ -79,9 +79,12 @@ class DeviceWorker:
         # fingerprint; the backends read the folder from this variable.
         os.environ[DEVICE_CACHE_ENV] = str(self.cache_dir / "device")
         self.probes: list[Probe] = make_probes(profile.telemetry)
-        # Every window is checked for other work on the device, listed in the profile or not.
-        if not any(probe.name == "cpu_interference" for probe in self.probes):
-            self.probes.append(make_probe("cpu_interference"))
+        # Every window is checked for other work on the device, listed in the profile or not:
+        # the CPUs everywhere, and an NVIDIA GPU's other compute processes on a CUDA device.
+        always = ["cpu_interference"] + (["gpu_interference"] if profile.kind == "cuda" else [])
+        for name in always:
+            if not any(probe.name == name for probe in self.probes):
+                self.probes.append(make_probe(name))
         self.niceness = _normal_priority()
         self.node_id = current_node_id()
         self.device_id = device_id or f"{profile.name}@{self.node_id[:12]}"
@@ -185,7 +188,7 @@ class DeviceWorker:
                     max_iters=measure.max_iters, min_seconds=measure.min_seconds,
                     max_seconds=measure.max_seconds,
                     warmup_max_seconds=measure.warmup_max_seconds,
-                    required_quantiles=measure.required_quantiles(),
+                    required_quantiles=measure.required_quantiles(), blocks=measure.blocks,
                     on_window=None if sustained else window.mark)
                 # With a sustained run, that run carries the window and is judged instead.
                 disturbance = "" if sustained else _disturbance(window, policy)
@@ -214,7 +217,7 @@ class DeviceWorker:
         finally:
             # A runner that crashed mid-window must not leave samplers running into the next trial.
             window.close()
-        metrics.update(window.summarize(telemetry_stats.n * candidate.batch_size))
+        metrics.update(window.summarize(telemetry_stats.window_calls * candidate.batch_size))
         if sustained:
             disturbance = _disturbance(window, policy)
         provenance.update(window.provenance())
@@ -235,6 +238,8 @@ class DeviceWorker:
             "target_met": str(stats.target_met),
             "stationary": str(stats.stationary),
             "halves_shift_pct": f"{stats.halves_shift_pct:.2f}",
+            "blocks": str(stats.blocks),
+            "block_p50_ms": " ".join(f"{v:.6g}" for v in stats.block_p50_ms),
             "min_samples": str(stats.min_samples),
             "underpowered": str(stats.underpowered),
             "warmup_iters": str(stats.warmup_iters),
@@ -250,7 +255,10 @@ class DeviceWorker:
 def _disturbance(window: _TelemetryWindow, policy: InterferenceSpec) -> str:
     """Why the window just closed was disturbed under ``policy``, or ""."""
     return disturbed(window.result_of("cpu_interference"), policy.max_foreign_cpu_pct,
-                     policy.max_steal_pct)
+                     policy.max_steal_pct, max_cpu_wait_pct=policy.max_cpu_wait_pct,
+                     gpu=window.result_of("gpu_interference"),
+                     max_gpu_foreign_pct=policy.max_gpu_foreign_pct,
+                     max_gpu_foreign_processes=policy.max_gpu_foreign_processes)
 
 
 def _record_footprint(prepared: PreparedCandidate, metrics: dict[str, float],
@@ -353,10 +361,7 @@ def latency_metrics(stats: LatencyStats, batch_size: int,
             if name in ("p50", "p99"):
                 metrics[f"latency_{name}_ci_low_ms"], metrics[f"latency_{name}_ci_high_ms"] = ci
             continue
-        needed = samples_for_ci(dict(PERCENTILES)[name])
-        reason = (f"{stats.n} timed calls are too few for a 95% confidence interval of {name} "
-                  f"(it needs at least {needed} independent ones; consecutive calls count for "
-                  f"less when they are correlated)")
+        reason = stats.why_no_ci(dict(PERCENTILES)[name])
         missing[f"latency_{name}_ms"] = reason
         if name in ("p50", "p99"):
             missing[f"latency_{name}_ci_low_ms"] = missing[f"latency_{name}_ci_high_ms"] = reason
@@ -364,6 +369,10 @@ def latency_metrics(stats: LatencyStats, batch_size: int,
         metrics["throughput_sps"] = stats.throughput(batch_size)
     else:
         missing["throughput_sps"] = "comes from the median latency, which is missing"
+    if stats.blocks > 1:
+        metrics["between_run_cv"] = stats.between_run_cv
+    else:
+        missing["between_run_cv"] = "measured in one block (measurement.blocks = 1)"
     return metrics
 
 

@@ -9,7 +9,7 @@ of one live set still differ by up to :data:`RESOLUTION_BYTES`. Each backend sta
 before the first reading (``Backend.start_runtime``), so its one-off cost is not a model's.
 
 The whole process's RSS (hundreds of MB of Python, torch and the runtimes, whatever the model)
-is ``memory_peak_mb``; it is the figure to bound only where the whole process must fit.
+is ``process_rss_peak_mb``; it is the figure to bound only where the whole process must fit.
 """
 
 from __future__ import annotations

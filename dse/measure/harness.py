@@ -10,7 +10,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -236,6 +236,7 @@ def measure_latency(
     warmup_max_seconds: float = 1.0,
     warmup_tolerance: float = 0.03,
     required_quantiles: Sequence[float] = (0.5,),
+    blocks: int = 1,
     sync: Callable[[], object] | None = None,
     timer: Timer = "host",
     on_window: Callable[[bool], object] | None = None,
@@ -251,40 +252,104 @@ def measure_latency(
     within ``warmup_max_iters`` / ``warmup_max_seconds`` (checked before every call, so a slow
     call overruns a cap by one call at most). ``sync`` is called after each call inside the timed
     region (e.g. ``torch.cuda.synchronize``); ``timer="cuda"`` times with CUDA events instead.
+
+    With ``blocks`` > 1 the run is that many independent blocks, each warmed up afresh and given
+    an equal share of every floor and cap. The first block stops as a run would (its median
+    within ``target_rel_ci`` x sqrt(blocks), so the pooled one reaches the target); the others
+    take as many calls as it did, time caps allowing. The intervals then hold the blocks'
+    disagreement too (see :func:`dse.measure.stats.run_quantile_ci`), which is what a later run
+    will see.
+
     ``on_window(True)`` / ``on_window(False)`` are called right before the first and right after
-    the last timed call, so telemetry covers exactly the timed window. The stopping checks between
-    calls take at most about :data:`CHECK_SHARE` of the window (``check_seconds`` in the result).
+    the last timed call, so telemetry covers exactly the timed window (and, between blocks, the
+    later blocks' warm-ups: ``window_calls`` counts them). The stopping checks between calls take
+    at most about :data:`CHECK_SHARE` of the window (``check_seconds`` in the result).
     Raises ValueError for an argument out of range (one line naming it).
     """
     floor = _check_arguments(target_rel_ci, min_iters, max_iters, min_seconds, max_seconds,
                              warmup_max_iters, warmup_max_seconds, warmup_tolerance, timer,
                              required_quantiles)
+    if isinstance(blocks, bool) or not isinstance(blocks, int) or not 1 <= blocks <= max_iters:
+        raise ValueError(f"blocks must be an integer in [1, max_iters = {max_iters}], "
+                         f"got {blocks!r}")
     timed = _cuda_timed(fn) if timer == "cuda" else _host_timed(fn, sync)
     overhead = timer_overhead_ns() if timer == "host" else float("nan")
     first_call_ms = timed()
-    warm = _warm_up(timed, tolerance=warmup_tolerance, max_iters=warmup_max_iters,
-                    max_seconds=warmup_max_seconds)
+    share = _BlockShare(
+        # Each block must stand on its own: the pooled floors split between them.
+        min_iters=max(1, math.ceil(floor / blocks)), max_iters=max_iters // blocks,
+        min_seconds=min_seconds / blocks, max_seconds=max_seconds / blocks,
+        # n samples in each of b blocks: the pooled median's CI is about 1/sqrt(b) as wide.
+        target_rel_ci=min(0.99, target_rel_ci * math.sqrt(blocks)),
+        # Quantiles beyond the median are floors of the pooled run, not of each block.
+        required_quantiles=tuple(required_quantiles) if blocks == 1 else (0.5,))
+    # Set up (its cost measured) before the window opens, where only calls of ``fn`` should run.
+    check: _StoppingCheck | None = _StoppingCheck(share.target_rel_ci, share.min_iters,
+                                                  share.required_quantiles)
     samples: list[float] = []
-    check = _StoppingCheck(target_rel_ci, floor, required_quantiles)
+    sizes: list[int] = []
+    warm_iters, warm_seconds, check_seconds, timed_seconds, window_calls = 0, 0.0, 0.0, 0.0, 0
+    for block in range(blocks):
+        warm = _warm_up(timed, tolerance=warmup_tolerance, max_iters=warmup_max_iters,
+                        max_seconds=warmup_max_seconds)
+        warm_iters += warm.iters
+        warm_seconds += warm.seconds
+        if block == 0:
+            if on_window is not None:
+                on_window(True)
+        else:
+            window_calls += warm.iters
+        if block == 1:
+            # Later blocks take as many calls as the first chose, within the same caps: equal
+            # blocks weigh equally in the pooled percentiles (a noisy block that ran to its cap
+            # would otherwise outweigh quiet ones) and need no stopping checks.
+            share = replace(share, min_iters=len(samples), max_iters=len(samples),
+                            min_seconds=0.0)
+            check = None
+        taken, seconds, checking = _timed_block(timed, share, check)
+        samples.extend(taken)
+        sizes.append(len(taken))
+        timed_seconds += seconds
+        check_seconds += checking
+    window_calls += len(samples)
     if on_window is not None:
-        on_window(True)
+        on_window(False)
+    return summarize(samples, seconds=timed_seconds, target_rel_ci=target_rel_ci,
+                     warmup_iters=warm_iters, warmup_seconds=warm_seconds,
+                     first_call_ms=first_call_ms, timer_overhead_ns=overhead,
+                     check_seconds=check_seconds, min_samples=floor,
+                     required_quantiles=required_quantiles, block_sizes=sizes,
+                     window_calls=window_calls)
+
+
+@dataclass(frozen=True)
+class _BlockShare:
+    """One block's floors, caps and target."""
+
+    min_iters: int
+    max_iters: int
+    min_seconds: float
+    max_seconds: float
+    target_rel_ci: float
+    required_quantiles: tuple[float, ...]
+
+
+def _timed_block(timed: Callable[[], float], share: _BlockShare,
+                 check: _StoppingCheck | None) -> tuple[list[float], float, float]:
+    """Time calls until the block's floors and target are met (``check``; without one, until
+    a cap) or a cap is reached; its samples, its seconds and the seconds its checks took."""
+    samples: list[float] = []
     start = time.perf_counter()
     while True:
         samples.append(timed())
         n = len(samples)
         elapsed = time.perf_counter() - start
-        if n >= max_iters or elapsed >= max_seconds:
+        if n >= share.max_iters or elapsed >= share.max_seconds:
             break
-        if elapsed >= min_seconds and check.due(n, elapsed) and check.passes(samples):
+        if (check is not None and elapsed >= share.min_seconds and check.due(n, elapsed)
+                and check.passes(samples)):
             break
-    seconds = time.perf_counter() - start
-    if on_window is not None:
-        on_window(False)
-    return summarize(samples, seconds=seconds, target_rel_ci=target_rel_ci,
-                     warmup_iters=warm.iters, warmup_seconds=warm.seconds,
-                     first_call_ms=first_call_ms, timer_overhead_ns=overhead,
-                     check_seconds=check.seconds, min_samples=floor,
-                     required_quantiles=required_quantiles)
+    return samples, time.perf_counter() - start, 0.0 if check is None else check.seconds
 
 
 def measure_sustained(fn: Callable[[], object], *, seconds: float,

@@ -42,19 +42,41 @@ def unstable(stats: LatencyStats) -> str:
 
 
 def disturbed(interference: ProbeResult | None, max_foreign_cpu_pct: float,
-              max_steal_pct: float) -> str:
-    """Why a window shared more of its device with other work than allowed (the
-    ``cpu_interference`` probe's result), or "" when it did not, or when the figures are missing:
-    nothing shows a disturbance then."""
-    if interference is None:
-        return ""
+              max_steal_pct: float, *, max_cpu_wait_pct: float = 5.0,
+              gpu: ProbeResult | None = None,
+              max_gpu_foreign_pct: float = 5.0, max_gpu_foreign_processes: int = 0) -> str:
+    """Why a window shared more of its device with other work than allowed, or "" when it did
+    not, or when the figures are missing: nothing shows a disturbance then.
+
+    ``interference`` is the ``cpu_interference`` probe's result, ``gpu`` the ``gpu_interference``
+    probe's (None where it did not run); the limits are ``measurement.interference``'s (the GPU
+    ones default to its defaults)."""
     reasons = []
-    foreign = interference.metrics.get("interference_cpu_pct")
-    if foreign is not None and foreign > max_foreign_cpu_pct:
-        reasons.append(f"other processes used {foreign:.0f}% of the CPUs' time (at most "
-                       f"{max_foreign_cpu_pct:g}% allowed)")
-    steal = interference.metrics.get("steal_pct")
-    if steal is not None and steal > max_steal_pct:
-        reasons.append(f"the hypervisor took {steal:.0f}% of the CPUs' time (at most "
-                       f"{max_steal_pct:g}% allowed)")
+    if interference is not None:
+        foreign = interference.metrics.get("interference_cpu_pct")
+        # Other work on free cores leaves the measurement alone; it disturbs once the measuring
+        # threads wait for a CPU. Without the run-queue figure, the share alone decides.
+        waited = interference.metrics.get("cpu_wait_pct")
+        if foreign is not None and foreign > max_foreign_cpu_pct:
+            if waited is None:
+                reasons.append(f"other processes used {foreign:.0f}% of the CPUs' time (at most "
+                               f"{max_foreign_cpu_pct:g}% allowed)")
+            elif waited > max_cpu_wait_pct:
+                reasons.append(f"other processes used {foreign:.0f}% of the CPUs' time and the "
+                               f"measurement waited for a CPU {waited:.0f}% of its time (at most "
+                               f"{max_foreign_cpu_pct:g}% and {max_cpu_wait_pct:g}% allowed)")
+        steal = interference.metrics.get("steal_pct")
+        if steal is not None and steal > max_steal_pct:
+            reasons.append(f"the hypervisor took {steal:.0f}% of the CPUs' time (at most "
+                           f"{max_steal_pct:g}% allowed)")
+    if gpu is not None:
+        processes = gpu.metrics.get("gpu_foreign_processes")
+        if processes is not None and processes > max_gpu_foreign_processes:
+            count = f"{processes:.0f} other process" + ("" if processes == 1 else "es")
+            reasons.append(f"{count} computed on the GPU (at most {max_gpu_foreign_processes} "
+                           f"allowed)")
+        share = gpu.metrics.get("gpu_foreign_pct")
+        if share is not None and share > max_gpu_foreign_pct:
+            reasons.append(f"other processes used {share:.0f}% of the GPU's SMs (at most "
+                           f"{max_gpu_foreign_pct:g}% allowed)")
     return "; ".join(reasons)

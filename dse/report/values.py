@@ -111,7 +111,7 @@ def trial_keys(rows: pd.DataFrame) -> list[TrialKey]:
 
 
 def constraint_metrics(frame: pd.DataFrame) -> list[str]:
-    """The metrics the table's constraint columns bound (``memory_peak_mb <= 4096``), in order."""
+    """The metrics the table's constraint columns bound (``process_rss_peak_mb <= 4096``), in order."""
     names: list[str] = []
     for column in constraint_columns(frame):
         match = _CONSTRAINT_METRIC.match(column.removeprefix(CONSTRAINT_PREFIX))

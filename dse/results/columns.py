@@ -37,7 +37,7 @@ def metric_name(column: str) -> str:
 
 
 def constraint_column(text: str) -> str:
-    """The column of the constraint ``text`` (e.g. ``memory_peak_mb <= 4096``)."""
+    """The column of the constraint ``text`` (e.g. ``process_rss_peak_mb <= 4096``)."""
     return f"{CONSTRAINT_PREFIX}{text}"
 
 

@@ -16,7 +16,15 @@ import numpy as np
 import optuna
 import pandas as pd
 
-from dse.metrics import METRICS, MetricSpec, declare, find_metric
+from dse.metrics import (
+    METRICS,
+    MetricSpec,
+    current_constraint_text,
+    current_metric_keys,
+    current_metric_name,
+    declare,
+    find_metric,
+)
 from dse.results.columns import (
     COST_COLUMNS,
     NON_OK_ON_FRONT_ATTR,
@@ -48,9 +56,10 @@ class _Row:
 
 def study_objectives(study: optuna.Study) -> list[str]:
     """The objective metric names, in objective order: the ``objectives`` study attribute, or
-    Optuna's own metric names when a study was written without it."""
+    Optuna's own metric names when a study was written without it; a metric renamed since the
+    study was written under its current name."""
     names = study.user_attrs.get("objectives") or study.metric_names or []
-    return [str(name) for name in names]
+    return [current_metric_name(str(name)) for name in names]
 
 
 def declare_study_metrics(study: optuna.Study) -> None:
@@ -63,8 +72,9 @@ def declare_study_metrics(study: optuna.Study) -> None:
 
 
 def study_constraints(study: optuna.Study) -> list[str]:
-    """The declared constraint texts (``memory_peak_mb <= 4096``), in declaration order."""
-    return [str(text) for text in study.user_attrs.get("constraints", [])]
+    """The declared constraint texts (``process_rss_peak_mb <= 4096``), in declaration order; a
+    metric renamed since the study was written under its current name."""
+    return [current_constraint_text(str(text)) for text in study.user_attrs.get("constraints", [])]
 
 
 def trials_frame(study: optuna.Study | Sequence[optuna.Study]) -> pd.DataFrame:
@@ -215,13 +225,14 @@ def _row(trial: optuna.trial.FrozenTrial, objectives: Sequence[str],
          declared: Sequence[str]) -> _Row:
     attrs = trial.user_attrs
     candidate: Mapping[str, Any] = attrs.get("candidate") or {}
-    constraints = {str(k): float(v) for k, v in trial.constraints.items()}
+    # Written before a metric was renamed, a trial holds it under its former name.
+    constraints = {current_constraint_text(str(k)): float(v) for k, v in trial.constraints.items()}
     feasible = (
         trial.state is optuna.trial.TrialState.COMPLETE
         and all(text in constraints for text in declared)
         and all(value <= 0 for value in constraints.values())
     )
-    metrics: dict[str, object] = dict(attrs.get("metrics") or {})
+    metrics: dict[str, object] = current_metric_keys(attrs.get("metrics") or {})
     # The objective values Optuna holds are measurements too; they fill a metric the attrs lack.
     if trial.values is not None and len(trial.values) == len(objectives):
         for name, value in zip(objectives, trial.values, strict=True):
@@ -233,7 +244,8 @@ def _row(trial: optuna.trial.FrozenTrial, objectives: Sequence[str],
         "candidate_id": attrs.get("candidate_id"),
         # Metrics the device could not give, with why ("power_mean_w: no RAPL domain ..."):
         # one text cell, since most trials of a device miss the same few for the same reasons.
-        "missing": "; ".join(f"{k}: {v}" for k, v in sorted((attrs.get("missing") or {}).items()))
+        "missing": "; ".join(f"{k}: {v}" for k, v in
+                             sorted(current_metric_keys(attrs.get("missing") or {}).items()))
                    or None,
     }
     return _Row(trial, text, feasible, _flatten_candidate(candidate), metrics, constraints)

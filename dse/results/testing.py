@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 from dse.metrics import METRICS
 
 EXAMPLE_OBJECTIVES = ("accuracy", "latency_p99_ms")
-EXAMPLE_CONSTRAINT = "memory_peak_mb <= 4096"
+EXAMPLE_CONSTRAINT = "process_rss_peak_mb <= 4096"
 # By construction (see example_study): the feasible, non-dominated trials.
 EXAMPLE_FRONT = (0, 1, 2)
 
@@ -66,7 +66,7 @@ def candidate(backend: str, precision: str, width: float, threads: int | str,
 
 
 def example_study(storage: str | None = None, name: str = "example") -> optuna.Study:
-    """Nine trials of accuracy (max) vs p99 latency (min) under ``memory_peak_mb <= 4096``.
+    """Nine trials of accuracy (max) vs p99 latency (min) under ``process_rss_peak_mb <= 4096``.
 
     0, 1, 2 form the front. 3 is dominated by 1; 4 beats everyone but breaks the memory bound;
     5 is infeasible and 7 failed (7 with a partial accuracy); 6 is still running; 8 reuses 3's
@@ -77,7 +77,7 @@ def example_study(storage: str | None = None, name: str = "example") -> optuna.S
 
     def measured(acc: float, p99: float, memory: float) -> dict[str, float]:
         return {"accuracy": acc, "latency_p99_ms": p99, "latency_p50_ms": p99 / 2,
-                "memory_peak_mb": memory}
+                "process_rss_peak_mb": memory}
 
     def bound(memory: float) -> dict[str, float]:
         return {EXAMPLE_CONSTRAINT: memory - 4096}

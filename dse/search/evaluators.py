@@ -26,7 +26,7 @@ from dse.candidate import Candidate
 from dse.exceptions import DeviceError, SpecError
 from dse.farm.dispatcher import Done, Job
 from dse.measurement import Measurement
-from dse.metrics import METRICS, is_measured, name_of_column
+from dse.metrics import METRICS, current_metric_keys, current_metric_name, is_measured, name_of_column
 from dse.spec import MeasureSpec, SearchSpace, TrainingSpec
 from dse.spec.loading import Evaluator
 
@@ -139,6 +139,8 @@ def _checked(result: object, known: frozenset[str]) -> tuple[dict[str, float], s
     if not isinstance(result, Mapping):
         return {}, (f"returned a {type(result).__name__}; expected a mapping of metric name to "
                     f"number")
+    # An evaluator written before a metric was renamed reports it under its former name.
+    result = current_metric_keys({str(key): value for key, value in result.items()})
     metrics: dict[str, float] = {}
     problems = []
     unknown = sorted(str(key) for key in result if key not in known)
@@ -240,8 +242,15 @@ class ReplayEvaluator:
                          for key in space_parameter_names(space)}
         used = set(self._columns.values())
         known = known_metrics(space)
-        metric_columns = {str(c): name_of_column(str(c)) for c in frame.columns
-                          if str(c) not in used and name_of_column(str(c)) in known}
+        # A table recorded before a metric was renamed has a column under its former name
+        # (``memory_peak_mb [MB]``); it is read as the current one, unless both are there.
+        headings = {str(c): name_of_column(str(c)) for c in frame.columns if str(c) not in used}
+        written = set(headings.values())
+        metric_columns = {}
+        for column, heading in headings.items():
+            name = current_metric_name(heading)
+            if name in known and (name == heading or name not in written):
+                metric_columns[column] = name
         if not metric_columns:
             raise SpecError([f"{table}: no metric column: name one after a built-in metric or "
                              f"one the search space {space.name!r} declares (name or "

@@ -27,7 +27,7 @@ from dse.exceptions import DseError
 from dse.farm.dispatcher import Done, Job
 from dse.farm.isolation import NodeLock, current_node_id
 from dse.measurement import Measurement
-from dse.metrics import is_measured
+from dse.metrics import current_metric_keys, is_measured
 from dse.results.columns import blocks_front
 from dse.search.screening import FrontTracker, fidelity_attrs, screening_request
 from dse.search.space import suggest_candidate
@@ -202,18 +202,20 @@ class SearchLoop:
                 # Never measured to the end: no result to reuse, so measure it again (once).
                 self._requeue_once(study, frozen)
             elif "candidate_id" in attrs and "status" in attrs:
+                # A trial written before a metric was renamed holds its former name.
+                metrics = current_metric_keys(attrs.get("metrics") or {})
                 known = search.known.get(attrs["candidate_id"])
                 # A later success replaces an earlier failure of the same candidate.
                 if known is None or (known.status != "ok" and attrs["status"] == "ok"):
                     search.known[attrs["candidate_id"]] = _Known(
-                        frozen.number, attrs["status"], attrs.get("reason", ""),
-                        attrs.get("metrics", {}), attrs.get("missing", {}),
+                        frozen.number, attrs["status"], attrs.get("reason", ""), metrics,
+                        current_metric_keys(attrs.get("missing") or {}),
                         attrs.get("measurement_quality"))
                 if (search.tracker is not None and frozen.state == TrialState.COMPLETE
                         and attrs["status"] == "ok" and "reused_from" not in attrs
                         and attrs.get("fidelity") != "screen"
                         and self._front_eligible(attrs.get("measurement_quality"))):
-                    search.tracker.add(frozen.number, attrs.get("metrics", {}))
+                    search.tracker.add(frozen.number, metrics)
         search.completed = sum(t.state == TrialState.COMPLETE
                                for t in study.get_trials(deepcopy=False))
 

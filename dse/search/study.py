@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from dse.candidate import stable_hash
 from dse.exceptions import SpecError
-from dse.metrics import metric
+from dse.metrics import current_metric_name, former_metric_name, metric
 from dse.search.space import device_options, suggest_candidate
 from dse.spec import HardwareProfile, RangeParam, SamplerSpec, SearchSpace
 from dse.spec.models import BaselineSpec, DeploymentSpec, ParamSpec, Scalar
@@ -315,16 +315,24 @@ def search_problems(experiment: Experiment) -> list[str]:
 _SPACE_SECTIONS = ("model", "training", "deployment", "constraints", "parameters", "metrics")
 
 
-def space_fingerprint(space: SearchSpace) -> dict[str, str]:
+def space_fingerprint(space: SearchSpace, *, former_names: bool = False) -> dict[str, str]:
+    """A hash of each section of ``space`` that changes what a trial means. ``former_names``:
+    with each renamed metric a constraint bounds under its former name, as a study written
+    before the rename holds it (see ``dse.metrics.RENAMED_METRICS``)."""
     dumped = space.model_dump(mode="json")
+    if former_names:
+        dumped["constraints"] = [{**c, "metric": former_metric_name(c["metric"])}
+                                 for c in dumped["constraints"]]
     return {section: stable_hash(dumped[section]) for section in _SPACE_SECTIONS}
 
 
-def _unchanged(section: str, now: str, stored: Mapping[str, str]) -> bool:
-    """Whether a space section is as the stored study knew it. A study made before a section
-    existed (free ``parameters``, declared ``metrics``) knew it as the field's default."""
+def _unchanged(section: str, now: str, stored: Mapping[str, str], before_renames: str) -> bool:
+    """Whether a space section is as the stored study knew it: ``now``, or ``before_renames``
+    (the section with renamed metrics under their former names) for a study written before a
+    metric was renamed. A study made before a section existed (free ``parameters``, declared
+    ``metrics``) knew it as the field's default."""
     if section in stored:
-        return stored[section] == now
+        return stored[section] in (now, before_renames)
     field = SearchSpace.model_fields[section]
     default = field.get_default(call_default_factory=True)
     return stable_hash(default if default is None else _json(default)) == now
@@ -463,13 +471,18 @@ def open_study(run_dir: Path, name: str, space: SearchSpace, sampler: SamplerSpe
     resumed = 0
     if name in existing:
         previous = optuna.load_study(study_name=name, storage=storage)
-        if previous.user_attrs.get("objectives") != objectives:
+        # A study written before a metric was renamed names it by its former name.
+        raw = previous.user_attrs.get("objectives")
+        stored_objectives = None if raw is None else [current_metric_name(str(n)) for n in raw]
+        if stored_objectives != objectives:
             raise SpecError([
                 f"{run_dir / 'study.db'}: objectives: the stored study optimises "
-                f"{previous.user_attrs.get('objectives')}, the experiment asks {objectives}; "
+                f"{stored_objectives}, the experiment asks {objectives}; "
                 f"rename the campaign or delete its run folder"])
         stored = previous.user_attrs.get("space_fingerprint", {})
-        changed = [k for k, v in space_fingerprint(space).items() if not _unchanged(k, v, stored)]
+        before = space_fingerprint(space, former_names=True)
+        changed = [k for k, v in space_fingerprint(space).items()
+                   if not _unchanged(k, v, stored, before[k])]
         if changed:
             raise SpecError([
                 f"{run_dir / 'study.db'}: {', '.join(changed)}: the search space {space.name!r} "

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from dse.candidate import Candidate
 from dse.exceptions import SpecError
+from dse.metrics import current_constraint_text, current_metric_name
 from dse.search.pareto import pareto_mask
 from dse.search.study import baseline_problems, plan_baseline, storage_url
 from dse.spec.models import BaselineSpec, HardwareProfile, SearchSpace, WarmStartSpec
@@ -223,8 +224,10 @@ def _choose(sources: Sequence[optuna.Study], profile: str,
 def _front(study: optuna.Study,
            completed: Sequence[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
     """The study's feasible Pareto front, ordered along its first objective (best first)."""
-    objectives = [str(name) for name in study.user_attrs.get("objectives", [])]
-    declared = [str(text) for text in study.user_attrs.get("constraints", [])]
+    # A study written before a metric was renamed names it by its former name.
+    objectives = [current_metric_name(str(name)) for name in study.user_attrs.get("objectives", [])]
+    declared = [current_constraint_text(str(text))
+                for text in study.user_attrs.get("constraints", [])]
     competing = [t for t in completed
                  if t.user_attrs.get("status") == "ok" and "reused_from" not in t.user_attrs
                  and t.values is not None and len(t.values) == len(objectives)
@@ -240,7 +243,7 @@ def _front(study: optuna.Study,
 
 def _feasible(trial: optuna.trial.FrozenTrial, declared: Sequence[str]) -> bool:
     """Every declared constraint recorded and met (the results table's rule)."""
-    constraints = {str(k): float(v) for k, v in trial.constraints.items()}
+    constraints = {current_constraint_text(str(k)): float(v) for k, v in trial.constraints.items()}
     return all(text in constraints for text in declared) and all(
         value <= 0 for value in constraints.values())
 

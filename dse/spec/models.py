@@ -26,7 +26,14 @@ from pydantic import (
     model_validator,
 )
 
-from dse.metrics import METRICS, Direction, MetricSpec, value_range
+from dse.metrics import (
+    METRICS,
+    RENAMED_METRICS,
+    Direction,
+    MetricSpec,
+    current_metric_name,
+    value_range,
+)
 
 BackendName = Literal["onnxruntime", "onnxruntime_cuda", "onnxruntime_tensorrt", "tensorrt", "torch",
                       "torch_compile"]
@@ -40,7 +47,7 @@ PercentileName = Literal["p50", "p90", "p95", "p99", "p999"]
 _PERCENTILE_METRIC = re.compile(r"^latency_(?P<p>p50|p90|p95|p99|p999)_")
 ProbeName = Literal["process_memory", "rapl", "thermal_zones", "cpufreq", "cpu_throttle",
                     "jetson_power", "jetson_clocks", "tegrastats", "nvml", "cuda_memory",
-                    "cpu_interference"]
+                    "cpu_interference", "gpu_interference"]
 
 Scalar = Union[int, float, str, bool]  # noqa: UP007 - pydantic needs the runtime Union
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -186,22 +193,23 @@ class ObjectiveSpec(Strict):
     """An objective: a metric from the metrics table; its direction comes from the table."""
 
     metric: str = Field(description="Metric name from dse.metrics (e.g. latency_p99_ms) or one "
-                                    "the space declares under metrics:.")
+                                    "the space declares under metrics:; a metric's former name "
+                                    "is read as its current one.")
 
     @field_validator("metric")
     @classmethod
     def _known(cls, value: str) -> str:
-        _check_metric(value)
-        return value
+        return _check_metric(value)
 
 
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=)\s*([-+0-9.eE]+)\s*$")
 
 
 class ConstraintSpec(Strict):
-    """A bound on a metric, written ``"memory_peak_mb <= 512"`` or as {metric, op, value}."""
+    """A bound on a metric, written ``"process_rss_peak_mb <= 512"`` or as {metric, op, value}."""
 
-    metric: str = Field(description="Metric name from dse.metrics or the space's metrics:.")
+    metric: str = Field(description="Metric name from dse.metrics or the space's metrics:; a "
+                                    "metric's former name is read as its current one.")
     op: Literal["<=", ">="] = Field(description="Comparison: <= or >=.")
     value: float = Field(description="The bound, in the metric's unit.")
 
@@ -220,8 +228,7 @@ class ConstraintSpec(Strict):
     @field_validator("metric")
     @classmethod
     def _known(cls, value: str) -> str:
-        _check_metric(value)
-        return value
+        return _check_metric(value)
 
     @model_validator(mode="after")
     def _can_hold(self) -> ConstraintSpec:
@@ -249,11 +256,15 @@ _DECLARED_NAMES: ContextVar[frozenset[str]] = ContextVar("declared_metric_names"
                                                          default=frozenset())
 
 
-def _check_metric(name: str) -> None:
+def _check_metric(name: str) -> str:
+    """The current name of metric ``name`` (a renamed metric's former name is read as its new
+    one, see ``dse.metrics.RENAMED_METRICS``); ValueError when no such metric exists."""
+    name = current_metric_name(name)
     declared = _DECLARED_NAMES.get() - set(METRICS)
     if name not in METRICS and name not in declared:
         extra = f"; declared: {', '.join(sorted(declared))}" if declared else ""
         raise ValueError(f"unknown metric {name!r}; allowed: {', '.join(sorted(METRICS))}{extra}")
+    return name
 
 
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -280,6 +291,10 @@ class MetricDeclaration(Strict):
     def _new(cls, value: str) -> str:
         if value in METRICS:
             raise ValueError(f"metric {value!r} is built in (dse.metrics); declare only new "
+                             f"metrics")
+        if value in RENAMED_METRICS:
+            raise ValueError(f"metric {value!r} is the former name of the built-in "
+                             f"{RENAMED_METRICS[value]!r} (dse.metrics); declare only new "
                              f"metrics")
         return value
 
@@ -628,15 +643,32 @@ class BudgetSpec(Strict):
 
 class InterferenceSpec(Strict):
     """What a measurement window may share with other work on its device, and what to do when it
-    shared more (figures from the ``cpu_interference`` probe, which runs in every window)."""
+    shared more (figures from the ``cpu_interference`` probe, which runs in every window, and on
+    an NVIDIA GPU from the ``gpu_interference`` probe)."""
 
     max_foreign_cpu_pct: float = Field(
         default=20.0, ge=0, le=100, allow_inf_nan=False,
         description="Most CPU time other processes may use in a window, as a share of all the "
-                    "CPUs' time in it (interference_cpu_pct).")
+                    "CPUs' time in it (interference_cpu_pct), once they took CPU from the "
+                    "measurement (max_cpu_wait_pct).")
+    max_cpu_wait_pct: float = Field(
+        default=5.0, ge=0, le=100, allow_inf_nan=False,
+        description="Other processes beyond max_foreign_cpu_pct disturb a window only when the "
+                    "measuring process's threads also waited for a CPU longer than this share "
+                    "of their runnable time (cpu_wait_pct): work on free cores beside the "
+                    "measurement is not interference. Measured on a 2-core VM: 0.1% beside one "
+                    "busy loop on the other core, 45% with two.")
     max_steal_pct: float = Field(
         default=5.0, ge=0, le=100, allow_inf_nan=False,
         description="Most time the hypervisor may give the CPUs to other guests (steal_pct).")
+    max_gpu_foreign_pct: float = Field(
+        default=5.0, ge=0, le=100, allow_inf_nan=False,
+        description="Most of the NVIDIA GPU's SMs other processes may use in a window "
+                    "(gpu_foreign_pct).")
+    max_gpu_foreign_processes: int = Field(
+        default=0, ge=0,
+        description="Most other processes that may hold a compute context on the NVIDIA GPU at "
+                    "once during a window (gpu_foreign_processes).")
     action: Literal["remeasure", "flag", "ignore"] = Field(
         default="remeasure",
         description="remeasure: wait, then time the candidate again, up to max_remeasures times, "
@@ -675,6 +707,12 @@ class MeasureSpec(Strict):
                     "on samples: p99 needs at least 368, p999 3688); a percentile without one "
                     "is reported missing, never as a value. Default: p50 and every percentile "
                     "an objective or constraint uses.")
+    blocks: int = Field(
+        default=3, ge=1, le=50,
+        description="Independent blocks each candidate is timed in, each warmed up afresh and "
+                    "given an equal share of the floors and caps; every reported interval also "
+                    "holds how much the blocks disagree (between_run_cv), which is what the next "
+                    "run sees. 1: one block, within-run intervals only.")
     offline_concurrency: int = Field(
         default=0, ge=0, le=256,
         description="Requests kept in flight for the offline throughput run (0: no such run).")
@@ -704,6 +742,9 @@ class MeasureSpec(Strict):
         # Here, not at the top: the statistics import scipy, which loading a spec should not.
         from dse.measure.stats import percentile_quantile, samples_for_ci
 
+        if self.blocks > self.max_iters:
+            raise ValueError(f"`blocks <= max_iters` must hold, got {self.blocks}, "
+                             f"{self.max_iters}")
         for name in self.percentiles or []:
             needed = samples_for_ci(percentile_quantile(name))
             if needed > self.max_iters:

@@ -28,7 +28,7 @@ def test_offline_and_sustained_runs_add_their_metrics(tmp_path: Path) -> None:
     assert abs(m["latency_drift_pct"]) < 1000
     assert m["latency_p50_ci_low_ms"] <= m["latency_p50_ms"] <= m["latency_p50_ci_high_ms"]
     assert m["first_call_ms"] > 0
-    assert m["memory_peak_mb"] > 0
+    assert m["process_rss_peak_mb"] > 0
     # The telemetry window is the sustained run: at least as long as it was asked to be.
     window = float(result.provenance["window_end"]) - float(result.provenance["window_start"])
     assert window >= 0.3
@@ -124,3 +124,23 @@ def test_the_first_listed_probe_wins_a_shared_metric() -> None:
     assert window.summarize(10) == {"power_mean_w": 200.0}
     assert "power_mean_w" not in missing
     assert window.provenance() == {"cpu.shadowed.power_mean_w": "15"}
+
+
+def test_blocks_reach_the_metrics_and_the_provenance(tmp_path: Path) -> None:
+    profile = HardwareProfile.model_validate(yaml.safe_load(LOCAL_CPU))
+    worker = DeviceWorker(profile, str(tmp_path))
+    candidate = Candidate("cnn", TINY_ARCH, "fp32", 2, "onnxruntime", {"intra_op_threads": 1})
+    training = TrainingSpec(epochs=1, batch_size=256)
+    base = {"min_seconds": 0.0, "max_seconds": 0.6, "warmup_max_seconds": 0.05}
+    blocked = worker.evaluate(candidate, training, MeasureSpec(**base, blocks=4))
+    assert blocked.status == "ok", blocked.reason
+    assert blocked.provenance["blocks"] == "4"
+    medians = [float(v) for v in blocked.provenance["block_p50_ms"].split()]
+    assert len(medians) == 4
+    assert blocked.metrics["between_run_cv"] >= 0
+    assert len(blocked.samples["latency_ms"]) == int(blocked.provenance["timed_iters"])
+
+    single = worker.evaluate(candidate, training, MeasureSpec(**base, blocks=1))
+    assert single.provenance["blocks"] == "1" and single.provenance["block_p50_ms"] == ""
+    assert "between_run_cv" not in single.metrics
+    assert single.missing["between_run_cv"] == "measured in one block (measurement.blocks = 1)"

@@ -51,7 +51,7 @@ def test_a_real_runner_reports_its_own_memory_apart_from_the_process(tmp_path: P
         assert result.status == "ok", result.reason
         footprints[batch] = result.metrics["memory_model_mb"]
         # The process holds Python, torch and the runtimes: hundreds of MB whatever the model.
-        assert result.metrics["memory_peak_mb"] > 10 * footprints[batch]
+        assert result.metrics["process_rss_peak_mb"] > 10 * footprints[batch]
     # Batch 256 holds 256 times the activations of batch 1 (several MB here).
     activations = 256 * 1 * 8 * 8 * 4 * 16 / MB  # at least one 16-channel map per image
     assert footprints[256] > footprints[1] + activations

@@ -116,8 +116,8 @@ def test_settings_reach_the_probes() -> None:
     ({"rapl": {}, "nvml": {}}, "expected a probe name or a one-key mapping {probe: {setting: value, "
                                "...}}; found a mapping with 2 keys ['rapl', 'nvml']"),
     ("nvmlx", "unknown probe 'nvmlx'; allowed: cpu_interference, cpu_throttle, cpufreq, "
-              "cuda_memory, jetson_clocks, jetson_power, nvml, process_memory, rapl, tegrastats, "
-              "thermal_zones"),
+              "cuda_memory, gpu_interference, jetson_clocks, jetson_power, nvml, process_memory, "
+              "rapl, tegrastats, thermal_zones"),
     (3, "expected a probe name or a one-key mapping"),
 ])
 def test_bad_entries_say_what_is_allowed(entry: object, message: str) -> None:

@@ -166,7 +166,7 @@ def test_proxy_constraints_travel_with_the_candidate(tmp_path: Path) -> None:
     from tests.conftest import LOCAL_CPU, TINY_SPACE
 
     data = yaml.safe_load(TINY_SPACE)
-    data["constraints"] = ["proxy_naswot >= 400", "memory_peak_mb <= 1000"]
+    data["constraints"] = ["proxy_naswot >= 400", "process_rss_peak_mb <= 1000"]
     space = SearchSpace.model_validate(data)
     profile = HardwareProfile.model_validate(yaml.safe_load(LOCAL_CPU))
     trial = optuna.create_study().ask()

@@ -44,7 +44,7 @@ def test_dashboard_shows_header_front_and_every_front_configuration(run_dir: Pat
     assert "<title>example — dse dashboard</title>" in page
     assert "9</strong> trials: 6 ok, 1 infeasible, 1 failed, 1 running" in page
     assert "maximize accuracy [fraction]; minimize latency_p99_ms [ms]" in page
-    assert "memory_peak_mb &lt;= 4096" in page
+    assert "process_rss_peak_mb &lt;= 4096" in page
     table = page[page.index('<table class="front">'):]
     assert table.count("<tr>") == 1 + 3  # heading and one row per front trial
     assert "<th>latency_p99_ms [ms]</th>" in table and "<th>knob.num_threads</th>" in table

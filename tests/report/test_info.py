@@ -23,8 +23,8 @@ from dse.results.testing import (
 )
 
 OBJECTIVES = list(EXAMPLE_OBJECTIVES)
-THREE = ["accuracy", "latency_p99_ms", "memory_peak_mb"]
-BOUND = "memory_peak_mb <= 4096"
+THREE = ["accuracy", "latency_p99_ms", "process_rss_peak_mb"]
+BOUND = "process_rss_peak_mb <= 4096"
 # A value that is markup, a hover template and YAML at once: it must show as written.
 HOSTILE = '<img src=x onerror="alert(1)"> %{x} </script>&amp;\n  evil: 1'
 DEVICES = ("cpu-a", "gpu-b")
@@ -52,17 +52,17 @@ def device_studies(per_device: int = 4) -> list[optuna.Study]:
             record_trial(study, {**candidate(backend, "fp32", 0.5 + 0.5 * i, 1),
                                  "device_profile": device},
                          metrics={"accuracy": 0.8 + 0.03 * i, "latency_p99_ms": (1 + i) * scale,
-                                  "memory_peak_mb": memory},
+                                  "process_rss_peak_mb": memory},
                          constraints={BOUND: memory - 4096},
                          extra_attrs=_provenance(device, backend))
         record_trial(study, {**candidate("torch", "fp16", 1.0, 1), "knobs": {"num_threads": HOSTILE},
                              "device_profile": device},
-                     metrics={"accuracy": 0.99, "latency_p99_ms": 0.1, "memory_peak_mb": 9000.0},
+                     metrics={"accuracy": 0.99, "latency_p99_ms": 0.1, "process_rss_peak_mb": 9000.0},
                      constraints={BOUND: 9000.0 - 4096},
                      extra_attrs=_provenance(device, "torch", host=HOSTILE))
         record_trial(study, {**candidate("torch", "int8", 1.0, 2), "device_profile": device},
                      state=TrialState.FAIL, status="failed", reason=HOSTILE,
-                     metrics={"accuracy": 0.6, "latency_p99_ms": 2.0, "memory_peak_mb": 500.0})
+                     metrics={"accuracy": 0.6, "latency_p99_ms": 2.0, "process_rss_peak_mb": 500.0})
         studies.append(study)
     return studies
 
@@ -111,7 +111,7 @@ def test_infeasible_points_are_shown_apart_and_the_rest_counted(trials: pd.DataF
     assert (info.infeasible.kind, info.infeasible.trials) == ("infeasible", [4])
     assert info.infeasible.on_front == [False]
     outcome = info.hover_fields.index("outcome")
-    assert info.infeasible.hover[0][outcome] == "violates memory_peak_mb &lt;= 4096"
+    assert info.infeasible.hover[0][outcome] == "violates process_rss_peak_mb &lt;= 4096"
     assert info.failed.trials == []  # the example's failed trial lacks latency
     assert info.note == ("2 finished trial(s) lack accuracy or latency_p99_ms and are not shown "
                          "(1 failed, 1 infeasible); 1 trial(s) still running or queued.")
@@ -134,13 +134,13 @@ def test_hover_fields_are_the_configuration_and_the_bounded_metrics(
     assert info.hover_fields == [
         "trial", "outcome", "family", "backend", "precision", "batch_size", "arch.depth",
         "arch.width_mult", "knob.intra_op_threads", "knob.num_threads", "accuracy",
-        "latency_p99_ms", "memory_peak_mb"]
+        "latency_p99_ms", "process_rss_peak_mb"]
     first = dict(zip(info.hover_fields, info.groups[2].hover[0], strict=True))
     assert first == {"trial": "2", "outcome": "", "family": "cnn", "backend": "torch",
                      "precision": "fp32", "batch_size": "1", "arch.depth": "2",
                      "arch.width_mult": "0.5", "knob.intra_op_threads": "",
                      "knob.num_threads": "1", "accuracy": "0.85 fraction",
-                     "latency_p99_ms": "1 ms", "memory_peak_mb": "400 MB"}
+                     "latency_p99_ms": "1 ms", "process_rss_peak_mb": "400 MB"}
     reused = info.groups[2].hover[2][0]
     assert reused == "8 (measurement reused from trial 3)"
 
@@ -175,8 +175,8 @@ def test_each_device_has_its_own_front(campaign: list[optuna.Study]) -> None:
 
 def test_other_axes_mark_the_front_and_join_it_only_on_the_objectives(
         trials: pd.DataFrame) -> None:
-    info = pareto_scatter_info(trials, OBJECTIVES, axes=[*OBJECTIVES, "memory_peak_mb"])
-    assert info.axes[2].title == "memory_peak_mb [MB] (lower is better)"
+    info = pareto_scatter_info(trials, OBJECTIVES, axes=[*OBJECTIVES, "process_rss_peak_mb"])
+    assert info.axes[2].title == "process_rss_peak_mb [MB] (lower is better)"
     assert info.joined == [True, False, False]
     assert sorted(info.front.trials) == sorted(EXAMPLE_FRONT)
     assert len(info.triples) == 1

@@ -103,7 +103,7 @@ def test_in_a_browser_tables_sort_menus_switch_and_hostile_text_stays_text(
             return [gd._fullLayout.xaxis.title.text,
                     gd.data.filter(t => t.visible).map(t => [t.name, t.x.length])];
         })()""")
-        assert shown[0] == "memory_peak_mb [MB] (lower is better)"
+        assert shown[0] == "process_rss_peak_mb [MB] (lower is better)"
         assert ["Pareto front", 4] in shown[1]
         hover = browser.evaluate("""(() => {
             const gd = document.getElementById('dse-pareto');

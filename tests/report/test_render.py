@@ -64,10 +64,10 @@ def test_a_menu_picks_the_pair_of_objectives(three: ParetoScatterInfo) -> None:
     figure = scatter_figure(three)
     pairs = figure.layout.updatemenus[0]
     assert [b.label for b in pairs.buttons] == [
-        "x: latency_p99_ms · y: accuracy", "x: memory_peak_mb · y: accuracy",
-        "x: memory_peak_mb · y: latency_p99_ms"]
+        "x: latency_p99_ms · y: accuracy", "x: process_rss_peak_mb · y: accuracy",
+        "x: process_rss_peak_mb · y: latency_p99_ms"]
     restyle, relayout = pairs.buttons[2].args
-    assert relayout["xaxis.title.text"] == "memory_peak_mb [MB] (lower is better)"
+    assert relayout["xaxis.title.text"] == "process_rss_peak_mb [MB] (lower is better)"
     assert relayout["yaxis.title.text"] == "latency_p99_ms [ms] (lower is better)"
     # One array per trace; the front's are its points along the new axes.
     index = next(i for i, trace in enumerate(figure.data) if trace.name == FRONT_NAME)
@@ -101,12 +101,12 @@ def test_three_objectives_get_a_3d_scatter(three: ParetoScatterInfo) -> None:
 
 
 def test_four_objectives_let_a_menu_pick_the_three_axes() -> None:
-    objectives = ["accuracy", "latency_p99_ms", "memory_peak_mb", "throughput_sps"]
+    objectives = ["accuracy", "latency_p99_ms", "process_rss_peak_mb", "throughput_sps"]
     study = campaign_study("four", objectives)
     for i in range(3):
         record_trial(study, candidate("torch", "fp32", 1.0 + i, 1),
                      metrics={"accuracy": 0.8 + i / 10, "latency_p99_ms": 1.0 + i,
-                              "memory_peak_mb": 100.0 - i, "throughput_sps": 10.0 * i})
+                              "process_rss_peak_mb": 100.0 - i, "throughput_sps": 10.0 * i})
     figure = scatter3d_figure(pareto_scatter_info(trials_frame(study), objectives))
     triples = figure.layout.updatemenus[0].buttons
     assert len(triples) == 4
@@ -154,15 +154,15 @@ def test_a_hostile_device_name_is_escaped_and_no_template(tmp_path: Any) -> None
 def test_many_trials_stay_small() -> None:
     """The scatter's bytes per trial (two objectives, one device, provenance in the hover), so a
     10,000-trial page stays far under its 15 MB (plotly.js alone is about 4.8 MB)."""
-    study = campaign_study("many", EXAMPLE_OBJECTIVES, ["memory_peak_mb <= 4096"])
+    study = campaign_study("many", EXAMPLE_OBJECTIVES, ["process_rss_peak_mb <= 4096"])
     trials = []
     for i in range(1000):
         backend = ("onnxruntime", "torch")[i % 2]
         metrics = {"accuracy": 0.5 + (i % 97) / 200, "latency_p99_ms": 0.1 + (i % 89) / 7,
-                   "memory_peak_mb": 300.0 + i % 500}
+                   "process_rss_peak_mb": 300.0 + i % 500}
         trials.append(optuna.trial.create_trial(
             values=[metrics[o] for o in EXAMPLE_OBJECTIVES],
-            constraints={"memory_peak_mb <= 4096": metrics["memory_peak_mb"] - 4096},
+            constraints={"process_rss_peak_mb <= 4096": metrics["process_rss_peak_mb"] - 4096},
             user_attrs={"candidate": candidate(backend, ("fp32", "int8")[i % 3 == 0],
                                                0.25 * (1 + i % 8), 1 + i % 4, 1 + i % 16),
                         "status": "ok", "metrics": metrics,

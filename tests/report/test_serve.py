@@ -62,8 +62,8 @@ def test_a_reload_shows_the_trials_added_since(server: DashboardServer, run_dir:
     assert _trials(_get(server.url + "example.html")) == 9
     study = optuna.load_study(study_name="example", storage=f"sqlite:///{run_dir / 'study.db'}")
     record_trial(study, candidate("torch", "fp32", 0.75, 1),
-                 metrics={"accuracy": 0.9, "latency_p99_ms": 2.0, "memory_peak_mb": 300.0},
-                 constraints={"memory_peak_mb <= 4096": 300.0 - 4096})
+                 metrics={"accuracy": 0.9, "latency_p99_ms": 2.0, "process_rss_peak_mb": 300.0},
+                 constraints={"process_rss_peak_mb <= 4096": 300.0 - 4096})
     assert _trials(_get(server.url + "example.html")) == 10
     assert _trials((server.dashboards_dir / "example.html").read_text(encoding="utf-8")) == 10
 

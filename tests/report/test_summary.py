@@ -82,7 +82,7 @@ def test_devices_are_compared_by_front_and_best_objectives(
     info = device_comparison_info(trials, THREE)
     assert info.devices.columns == [
         "device", "trials", "feasible", "on front", "best accuracy [fraction]",
-        "best latency_p99_ms [ms]", "best memory_peak_mb [MB]"]
+        "best latency_p99_ms [ms]", "best process_rss_peak_mb [MB]"]
     # 6 trials each: 4 feasible (all on the front), one over the memory bound, one failed.
     assert info.devices.rows == [["cpu-a", "6", "4", "4", "0.89", "1", "300"],
                                  ["gpu-b", "6", "4", "4", "0.89", "0.5", "300"]]
@@ -95,7 +95,7 @@ def test_an_architecture_on_several_devices_is_shown_side_by_side(
     assert table.columns[:3] == ["arch.depth", "arch.width_mult", "devices"]
     assert table.columns[3:] == [f"{device}: {column}" for device in DEVICES
                                  for column in ["accuracy [fraction]", "latency_p99_ms [ms]",
-                                                "memory_peak_mb [MB]"]]
+                                                "process_rss_peak_mb [MB]"]]
     assert table.rows[0] == ["2", "0.5", "2", "0.8", "1", "300", "0.8", "0.5", "300"]
     assert len(table.rows) == 4 and table.note == ""
 

@@ -54,7 +54,7 @@ def test_columns_are_ordered_and_metrics_carry_units(trials: pd.DataFrame) -> No
         "param.arch.depth", "param.arch.width_mult",
         "param.knob.intra_op_threads", "param.knob.num_threads",
         "accuracy [fraction]", "latency_p50_ms [ms]", "latency_p99_ms [ms]",
-        "memory_peak_mb [MB]", "energy_j",
+        "process_rss_peak_mb [MB]", "energy_j",
         f"constraint.{EXAMPLE_CONSTRAINT}",
         "started", "completed", "duration_s", "reused_from",
     ]
@@ -137,8 +137,8 @@ def test_fields_from_a_newer_candidate_are_flattened_not_dropped() -> None:
 def test_a_known_metric_that_is_not_a_number_names_the_trial() -> None:
     study = campaign_study("c", OBJECTIVES)
     study.add_trial(optuna.trial.create_trial(
-        values=[0.9, 1.0], user_attrs={"metrics": {"memory_peak_mb": "lots"}}))
-    with pytest.raises(ValueError, match=r"trial 0: metric 'memory_peak_mb'"):
+        values=[0.9, 1.0], user_attrs={"metrics": {"process_rss_peak_mb": "lots"}}))
+    with pytest.raises(ValueError, match=r"trial 0: metric 'process_rss_peak_mb'"):
         trials_frame(study)
 
 

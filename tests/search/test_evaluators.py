@@ -169,6 +169,11 @@ def test_evaluator_results_are_checked_and_become_measurements() -> None:
         assert (measured.status, reason in measured.reason) == (status, True), measured.reason
     assert outcome(lambda c: {"zdt_f1": 1.0, "speed": 2.0}).metrics == {"zdt_f1": 1.0}
 
+    # An evaluator written before memory_peak_mb was renamed reports the metric by its old name.
+    old = EvaluatorDispatcher({"sim": lambda c: {"zdt_f1": 1.0, "memory_peak_mb": 5.0}},
+                              {"zdt_f1", "process_rss_peak_mb"}).measure(candidate)
+    assert (old.status, old.metrics) == ("ok", {"zdt_f1": 1.0, "process_rss_peak_mb": 5.0})
+
 
 def test_an_evaluator_measures_a_model_space_without_the_capability_table(
         tiny_campaign: Path) -> None:
@@ -183,7 +188,7 @@ def test_an_evaluator_measures_a_model_space_without_the_capability_table(
 
     def predictor(candidate: Candidate) -> dict[str, float]:
         stacks.add((candidate.backend, candidate.precision))
-        return {"accuracy": candidate.arch["width_mult"] / 2, "memory_peak_mb": 10.0,
+        return {"accuracy": candidate.arch["width_mult"] / 2, "process_rss_peak_mb": 10.0,
                 "latency_p99_ms": candidate.batch_size * (0.5 if candidate.precision == "int8"
                                                           else 1.0)}
 
@@ -346,7 +351,7 @@ def test_a_replay_device_beside_the_real_local_cpu_gives_two_fronts(tmp_path: Pa
     recorded = {"arch.num_stages": 1, "arch.depth": 1, "arch.width_mult": 0.5,
                 "arch.kernel_size": 3, "arch.expand_ratio": 2, "backend": "onnxruntime",
                 "precision": "fp32", "batch_size": 1, "knob.intra_op_threads": 1,
-                "accuracy": 0.5, "latency_p99_ms [ms]": 0.25, "memory_peak_mb": 10.0}
+                "accuracy": 0.5, "latency_p99_ms [ms]": 0.25, "process_rss_peak_mb": 10.0}
     pd.DataFrame([recorded]).to_csv(tmp_path / "hw_profiles" / "bench.csv", index=False)
     _replay_profile(tmp_path, "bench.csv")
     experiment = tmp_path / "experiments" / "mixed.yaml"

@@ -23,7 +23,7 @@ def test_campaign_measures_reports_and_resumes(tiny_campaign: Path) -> None:
     assert len(done) == 4
     assert (done["status"] == "ok").all()
     for name in ["accuracy", "latency_p50_ms", "latency_p99_ms", "throughput_sps",
-                 "memory_peak_mb", "model_size_mb", "params_m"]:
+                 "process_rss_peak_mb", "model_size_mb", "params_m"]:
         column = metric(name).column
         assert (done[column] > 0).all(), column
     assert (done[metric("accuracy").column] <= 1).all()

@@ -55,7 +55,7 @@ def test_nan_rows_never_on_front() -> None:
 # --- hypervolume, its history, noise-aware fronts ------------------------------------------------
 
 LATENCY = "latency_p99_ms [ms]"
-MINIMISED_4 = ["latency_p99_ms", "memory_peak_mb", "energy_per_inference_mj", "model_size_mb"]
+MINIMISED_4 = ["latency_p99_ms", "process_rss_peak_mb", "energy_per_inference_mj", "model_size_mb"]
 
 
 def union_of_boxes(points: np.ndarray, reference: np.ndarray) -> float:
@@ -72,7 +72,7 @@ def union_of_boxes(points: np.ndarray, reference: np.ndarray) -> float:
 def test_hypervolume_2d_by_hand() -> None:
     # The staircase 3 + 2 + 1 under the reference (4, 4).
     points = [[1, 3], [2, 2], [3, 1]]
-    assert hypervolume(points, ["latency_p99_ms", "memory_peak_mb"], [4, 4]) == 6.0
+    assert hypervolume(points, ["latency_p99_ms", "process_rss_peak_mb"], [4, 4]) == 6.0
 
 
 def test_hypervolume_3d_by_hand() -> None:
@@ -97,7 +97,7 @@ def test_hypervolume_matches_inclusion_exclusion(dims: int) -> None:
 
 
 def test_points_outside_the_reference_contribute_nothing() -> None:
-    objectives = ["latency_p99_ms", "memory_peak_mb"]
+    objectives = ["latency_p99_ms", "process_rss_peak_mb"]
     inside = [[1, 3], [2, 2], [3, 1]]
     outside = [[5.0, 0.5], [0.5, 4.0], [np.nan, 0.1]]  # beyond, on the reference, unmeasured
     assert hypervolume(inside + outside, objectives, [4, 4]) == 6.0
@@ -107,11 +107,11 @@ def test_points_outside_the_reference_contribute_nothing() -> None:
 
 def test_reference_must_match_the_objectives() -> None:
     with pytest.raises(ValueError, match="one finite value per objective"):
-        hypervolume([[1, 2]], ["latency_p99_ms", "memory_peak_mb"], [4])
+        hypervolume([[1, 2]], ["latency_p99_ms", "process_rss_peak_mb"], [4])
     with pytest.raises(ValueError, match="one finite value per objective"):
-        hypervolume([[1, 2]], ["latency_p99_ms", "memory_peak_mb"], [4, np.nan])
+        hypervolume([[1, 2]], ["latency_p99_ms", "process_rss_peak_mb"], [4, np.nan])
     with pytest.raises(ValueError, match="one column per objective"):
-        hypervolume([[1, 2, 3]], ["latency_p99_ms", "memory_peak_mb"], [4, 4])
+        hypervolume([[1, 2, 3]], ["latency_p99_ms", "process_rss_peak_mb"], [4, 4])
 
 
 def test_hypervolume_mixes_directions_from_the_metric_table() -> None:
@@ -126,7 +126,7 @@ def test_hypervolume_mixes_directions_from_the_metric_table() -> None:
 
 
 def test_history_is_the_front_volume_after_each_point_and_never_decreases() -> None:
-    objectives = ["latency_p99_ms", "memory_peak_mb"]
+    objectives = ["latency_p99_ms", "process_rss_peak_mb"]
     points: list[list[float]] = [[3, 3], [5, 1], [1, 3], [2, 2], [4, 4], [np.nan, 1], [1, 1]]
     history = hypervolume_history(points, objectives, [4, 4])
     assert history == [1.0, 1.0, 3.0, 5.0, 5.0, 5.0, 9.0]
@@ -157,7 +157,7 @@ def test_history_of_a_frame_counts_only_competing_trials(example: pd.DataFrame) 
 
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 @pytest.mark.parametrize("objectives", [("accuracy", "latency_p99_ms"),
-                                        ("accuracy", "latency_p99_ms", "memory_peak_mb")])
+                                        ("accuracy", "latency_p99_ms", "process_rss_peak_mb")])
 def test_history_agrees_with_optunas_public_hypervolume_history(
         objectives: tuple[str, ...]) -> None:
     # Optuna 5 has no public hypervolume function; plot_hypervolume_history is public and
@@ -167,7 +167,7 @@ def test_history_agrees_with_optunas_public_hypervolume_history(
     for i in range(30):
         memory = float(rng.uniform(100, 5000))
         metrics = {"accuracy": float(rng.uniform(0.6, 1.0)),
-                   "latency_p99_ms": float(rng.uniform(0.5, 10.0)), "memory_peak_mb": memory}
+                   "latency_p99_ms": float(rng.uniform(0.5, 10.0)), "process_rss_peak_mb": memory}
         if i % 7 == 3:
             record_trial(study, candidate("onnxruntime", "fp32", 1.0, i), state=TrialState.FAIL,
                          status="failed", reason="timeout")
@@ -223,7 +223,7 @@ def test_noise_aware_front_holds_the_strict_front() -> None:
 
 def ci_metrics(accuracy: float, p99: float, low: float, high: float) -> dict[str, float]:
     return {"accuracy": accuracy, "latency_p99_ms": p99, "latency_p99_ci_low_ms": low,
-            "latency_p99_ci_high_ms": high, "memory_peak_mb": 500.0}
+            "latency_p99_ci_high_ms": high, "process_rss_peak_mb": 500.0}
 
 
 def test_latencies_whose_intervals_overlap_both_stay_on_the_noise_aware_front() -> None:
@@ -269,7 +269,7 @@ def test_fronts_are_per_device() -> None:
         for threads, (acc, p99) in enumerate(measured, start=1):
             record_trial(study, {**candidate("onnxruntime", "fp32", 1.0, threads),
                                  "device_profile": device},
-                         metrics={"accuracy": acc, "latency_p99_ms": p99, "memory_peak_mb": 1.0},
+                         metrics={"accuracy": acc, "latency_p99_ms": p99, "process_rss_peak_mb": 1.0},
                          constraints={EXAMPLE_CONSTRAINT: -1.0})
         return study
 

@@ -21,7 +21,7 @@ from tests.conftest import LOCAL_CPU, TINY_SPACE
 
 PROFILE = HardwareProfile.model_validate(yaml.safe_load(LOCAL_CPU))
 TINY = SearchSpace.model_validate(yaml.safe_load(TINY_SPACE))
-CONSTRAINT = "memory_peak_mb <= 100000"
+CONSTRAINT = "process_rss_peak_mb <= 100000"
 
 # The tiny space with a stepped float range and an int range: 3 widths x (onnxruntime: fp32 or
 # int8, 1 or 2 threads; torch: fp32 only, 1 thread) x 2 batch sizes = 30 candidates on local-cpu.

@@ -28,7 +28,7 @@ from dse.spec import MeasureSpec
 from dse.spec.models import BaselineSpec, ConstraintSpec, ScreeningSpec
 from tests.conftest import TINY_SPACE, tiny_experiment_text
 
-OBJECTIVES = ("accuracy", "latency_p99_ms", "memory_peak_mb")
+OBJECTIVES = ("accuracy", "latency_p99_ms", "process_rss_peak_mb")
 P99 = CI_COLUMNS["latency_p99_ms"]
 
 
@@ -41,7 +41,7 @@ def _screening(front: list[tuple[float, ...]], margin: float = 0.05) -> Screenin
 def _metrics(accuracy: float, p99: float, low: float, high: float,
              memory: float) -> dict[str, float]:
     return {"accuracy": accuracy, "latency_p99_ms": p99, P99[0]: low, P99[1]: high,
-            "memory_peak_mb": memory}
+            "process_rss_peak_mb": memory}
 
 
 def test_the_verdict_compares_the_optimistic_vector_with_the_front() -> None:
@@ -50,7 +50,7 @@ def test_the_verdict_compares_the_optimistic_vector_with_the_front() -> None:
     # Worse everywhere even at best: the CI's low end 1.05 > 1.0, memory 110 less 5% > 100.
     out, why = screening_verdict(_metrics(0.85, 1.2, 1.05, 1.3, 110.0), exact, screening)
     assert not out and why.startswith("dominated by front trial #0 even at best (accuracy 0.85, "
-                                      "latency_p99_ms 1.05, memory_peak_mb 104.5)")
+                                      "latency_p99_ms 1.05, process_rss_peak_mb 104.5)")
     # The interval reaches below the front's latency: it could still enter.
     assert screening_verdict(_metrics(0.85, 1.2, 0.98, 1.3, 110.0), exact, screening) == (
         True, "could enter the front")
@@ -61,7 +61,7 @@ def test_the_verdict_compares_the_optimistic_vector_with_the_front() -> None:
     # Accuracy is exact: a hair better keeps the candidate in.
     assert screening_verdict(_metrics(0.91, 1.2, 1.05, 1.3, 110.0), exact, screening)[0]
     # Too few samples for the p99 interval: nothing shows it cannot enter.
-    unbounded = {"accuracy": 0.5, "latency_p99_ms": 9.0, "memory_peak_mb": 500.0}
+    unbounded = {"accuracy": 0.5, "latency_p99_ms": 9.0, "process_rss_peak_mb": 500.0}
     assert screening_verdict(unbounded, exact, screening) == (
         True, "the screening gave latency_p99_ms no confidence interval")
     assert screening_verdict({}, exact, screening) == (
@@ -73,7 +73,7 @@ def test_a_screened_out_point_is_never_on_the_noise_aware_or_strict_front() -> N
     """Random fronts and candidates: whatever the verdict screens out, the reported fronts over
     the recorded values (the screening's, with its interval) leave out."""
     rng = np.random.default_rng(7)
-    tracker = FrontTracker(OBJECTIVES, [ConstraintSpec.model_validate("memory_peak_mb <= 180")])
+    tracker = FrontTracker(OBJECTIVES, [ConstraintSpec.model_validate("process_rss_peak_mb <= 180")])
     full = []
     for trial in range(30):
         p99 = float(rng.uniform(1.0, 3.0))

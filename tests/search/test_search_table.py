@@ -98,6 +98,9 @@ def test_every_row_is_a_candidate_of_the_space_and_replays(space: SearchSpace,
             metrics = replay(candidate)
             assert metrics["accuracy"] == pytest.approx(row["accuracy [fraction]"])
             assert math.isfinite(metrics["latency_p99_ms"])
+            # Recorded before memory_peak_mb was renamed: its column is read under the new name.
+            assert metrics["process_rss_peak_mb"] == pytest.approx(row["memory_peak_mb [MB]"])
+            assert "memory_peak_mb" not in metrics
     assert len(ids) == len(frame)  # one row per candidate
     # Complete: as many rows as the space offers on the device (no knobs in this space).
     assert space.model is not None and space.deployment is not None

@@ -28,6 +28,6 @@ def test_directions_and_resume_rules(tmp_path: Path) -> None:
         open_study(tmp_path, "c", wider, SamplerSpec())
 
     other = SearchSpace.model_validate(
-        yaml.safe_load(TINY_SPACE.replace("  - metric: latency_p99_ms", "  - metric: memory_peak_mb")))
+        yaml.safe_load(TINY_SPACE.replace("  - metric: latency_p99_ms", "  - metric: process_rss_peak_mb")))
     with pytest.raises(SpecError, match="the stored study optimises"):
         open_study(tmp_path, "c", other, SamplerSpec())

@@ -77,12 +77,12 @@ _BAD_SCALARS: list[Any] = [
 ]
 _BAD_METRICS = ["latency_p99_us", "latency", "Accuracy", "latency_p99_ms [ms]", "memory_peak_gb",
                 "", "throughput", "1metric", "latency_p99_ms; rm -rf /"]
-_BAD_CONSTRAINTS = ["memory_peak_mb <= 4 GB", "memory_peak_mb < 512", "memory_peak_mb <= ",
-                    "<= 512", "memory_peak_us <= 512", "memory_peak_mb == 512",
-                    "memory_peak_mb <= 1e99999", "memory_peak_mb <= nan", "latency_p99_ms >= -inf",
-                    {"metric": "memory_peak_mb", "op": "<", "value": 1},
-                    {"metric": "memory_peak_mb", "op": "<=", "value": "lots"},
-                    {"metric": "memory_peak_mb", "op": "<=", "value": 1, "unit": "GB"}]
+_BAD_CONSTRAINTS = ["process_rss_peak_mb <= 4 GB", "process_rss_peak_mb < 512", "process_rss_peak_mb <= ",
+                    "<= 512", "memory_peak_us <= 512", "process_rss_peak_mb == 512",
+                    "process_rss_peak_mb <= 1e99999", "process_rss_peak_mb <= nan", "latency_p99_ms >= -inf",
+                    {"metric": "process_rss_peak_mb", "op": "<", "value": 1},
+                    {"metric": "process_rss_peak_mb", "op": "<=", "value": "lots"},
+                    {"metric": "process_rss_peak_mb", "op": "<=", "value": 1, "unit": "GB"}]
 _MISSING_FILE = "../does-not-exist/missing.yaml"
 
 
@@ -181,7 +181,7 @@ def _domain(draw: st.DrawFn, kind: str, data: dict[str, Any]) -> Mutated:
     elif what == "constraint":
         out["constraints"] = [draw(st.sampled_from(_BAD_CONSTRAINTS))]
     elif what == "impossible":  # no value can meet both
-        out["constraints"] = ["memory_peak_mb <= 10", "memory_peak_mb >= 20", "accuracy >= 2"]
+        out["constraints"] = ["process_rss_peak_mb <= 10", "process_rss_peak_mb >= 20", "accuracy >= 2"]
     elif what == "range":
         low = draw(st.integers(-5, 10))
         out["model"] = {**(out.get("model") or {}), "family": "cnn",

@@ -15,7 +15,7 @@ from dse.metrics import METRICS, value_range
 from tests.conftest import TINY_SPACE
 
 runner = CliRunner()
-CONSTRAINTS = "constraints:\n  - memory_peak_mb <= 100000\n"
+CONSTRAINTS = "constraints:\n  - process_rss_peak_mb <= 100000\n"
 KNOBS = "      knobs:\n        intra_op_threads: [1]\n"
 
 
@@ -35,9 +35,15 @@ def _with_constraints(*lines: str) -> str:
 
 
 @pytest.mark.parametrize(("lines", "says"), [
+    (["process_rss_peak_mb <= 10", "process_rss_peak_mb >= 20"],
+     "constraints: constraints 'process_rss_peak_mb >= 20' and 'process_rss_peak_mb <= 10' "
+     "contradict: no value of process_rss_peak_mb meets both"),
+    # A metric's former name (memory_peak_mb) is the metric under its current name.
     (["memory_peak_mb <= 10", "memory_peak_mb >= 20"],
-     "constraints: constraints 'memory_peak_mb >= 20' and 'memory_peak_mb <= 10' contradict: no value "
-     "of memory_peak_mb meets both"),
+     "constraints: constraints 'process_rss_peak_mb >= 20' and 'process_rss_peak_mb <= 10' "
+     "contradict: no value of process_rss_peak_mb meets both"),
+    (["memory_peak_mb <= 10", "process_rss_peak_mb >= 20"],
+     "constraints 'process_rss_peak_mb >= 20' and 'process_rss_peak_mb <= 10' contradict"),
     # The tightest bound of each side decides, wherever it is listed.
     (["latency_p99_ms >= 1", "accuracy >= 0.5", "latency_p99_ms <= 50", "latency_p99_ms >= 80"],
      "constraints 'latency_p99_ms >= 80' and 'latency_p99_ms <= 50' contradict"),
@@ -46,7 +52,7 @@ def _with_constraints(*lines: str) -> str:
     (["latency_p50_ms <= -1"], "constraint 'latency_p50_ms <= -1' can never hold: latency_p50_ms lies "
                                "in [0, inf]"),
     (["{metric: accuracy, op: '>=', value: .nan}"], "must be a finite number, got nan"),
-    (["{metric: memory_peak_mb, op: '<=', value: .inf}"], "must be a finite number, got inf"),
+    (["{metric: process_rss_peak_mb, op: '<=', value: .inf}"], "must be a finite number, got inf"),
 ])
 def test_constraints_no_candidate_can_meet_are_refused(tmp_path: Path, lines: list[str],
                                                        says: str) -> None:
@@ -57,7 +63,8 @@ def test_constraints_no_candidate_can_meet_are_refused(tmp_path: Path, lines: li
 
 @pytest.mark.parametrize("lines", [
     ["accuracy >= 0.5", "accuracy <= 0.9"],
-    ["memory_peak_mb >= 20", "memory_peak_mb <= 20"],  # one value left: allowed
+    ["process_rss_peak_mb >= 20", "process_rss_peak_mb <= 20"],  # one value left: allowed
+    ["memory_peak_mb >= 20", "process_rss_peak_mb <= 20"],  # the former name: the same metric
     ["accuracy <= 1"],  # always true, harmless
     ["latency_drift_pct <= -5"],  # a drift may be negative (faster at the end)
 ])

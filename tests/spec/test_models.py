@@ -5,10 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import BaseModel, ValidationError
 
-from dse.spec import KINDS, ConstraintSpec, RangeParam
+from dse.metrics import Direction, MetricSpec, declare
+from dse.spec import KINDS, ConstraintSpec, RangeParam, SearchSpace
 from dse.spec.errors import _unwrap
+from dse.spec.models import MetricDeclaration
+from tests.conftest import TINY_SPACE
 
 
 def _all_models() -> set[type[BaseModel]]:
@@ -36,12 +40,36 @@ def test_models_forbid_unknown_keys() -> None:
 
 
 def test_constraint_text_and_violation() -> None:
-    upper = ConstraintSpec.model_validate("memory_peak_mb <= 512")
+    upper = ConstraintSpec.model_validate("process_rss_peak_mb <= 512")
     lower = ConstraintSpec.model_validate("accuracy >= 0.9")
-    assert (upper.metric, upper.op, upper.value) == ("memory_peak_mb", "<=", 512.0)
+    assert (upper.metric, upper.op, upper.value) == ("process_rss_peak_mb", "<=", 512.0)
     assert upper.violation(500) < 0 < upper.violation(600)
     assert lower.violation(0.95) < 0 < lower.violation(0.8)
     assert str(lower) == "accuracy >= 0.9"
+
+
+def test_a_former_metric_name_validates_as_the_current_one() -> None:
+    """memory_peak_mb was renamed process_rss_peak_mb: spaces written before still validate, and
+    mean the new metric (objective, constraint text and constraint mapping alike)."""
+    data = yaml.safe_load(TINY_SPACE)
+    data["objectives"].append({"metric": "memory_peak_mb"})
+    data["constraints"] = ["memory_peak_mb <= 4096",
+                           {"metric": "memory_peak_mb", "op": ">=", "value": 1}]
+    space = SearchSpace.model_validate(data)
+    assert [o.metric for o in space.objectives] == ["accuracy", "latency_p99_ms",
+                                                    "process_rss_peak_mb"]
+    assert [str(c) for c in space.constraints] == ["process_rss_peak_mb <= 4096",
+                                                   "process_rss_peak_mb >= 1"]
+    # Both names of one metric are one objective.
+    data["objectives"].append({"metric": "process_rss_peak_mb"})
+    with pytest.raises(ValidationError, match="objectives repeat a metric"):
+        SearchSpace.model_validate(data)
+    # The former name is no name a space may declare for a metric of its own.
+    with pytest.raises(ValidationError, match="'memory_peak_mb' is the former name of the built-in "
+                                              "'process_rss_peak_mb'"):
+        MetricDeclaration(name="memory_peak_mb", unit="MB", direction="minimize")
+    with pytest.raises(ValueError, match="former name"):
+        declare([MetricSpec("memory_peak_mb", "MB", Direction.MINIMIZE, "")])
 
 
 def test_range_must_be_ordered() -> None:

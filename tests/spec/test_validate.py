@@ -50,7 +50,7 @@ def test_shipped_examples_are_valid() -> None:
         ("        intra_op_threads: [1]", "        intra_threads: [1]",
          "deployment.backends.onnxruntime.knobs.intra_threads: unknown knob of onnxruntime; "
          "allowed: graph_optimization_level, inter_op_threads, intra_op_threads"),
-        ("  - memory_peak_mb <= 100000", "  - memory_peak_mb < lots",
+        ("  - process_rss_peak_mb <= 100000", "  - process_rss_peak_mb < lots",
          "constraints[0]: constraint must read"),
     ],
 )

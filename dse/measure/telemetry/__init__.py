@@ -4,6 +4,7 @@ none imports its sensor library (psutil aside) until it is asked whether it is a
 from dse.measure.telemetry import cpu as _cpu  # noqa: F401
 from dse.measure.telemetry import cpu_interference as _cpu_interference  # noqa: F401
 from dse.measure.telemetry import cuda_memory as _cuda_memory  # noqa: F401
+from dse.measure.telemetry import gpu_interference as _gpu_interference  # noqa: F401
 from dse.measure.telemetry import jetson_clocks as _jetson_clocks  # noqa: F401
 from dse.measure.telemetry import jetson_power as _jetson_power  # noqa: F401
 from dse.measure.telemetry import memory as _memory  # noqa: F401

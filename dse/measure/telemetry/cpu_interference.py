@@ -13,6 +13,13 @@ Over the window, from its first and last readings:
   machine reads about 50.
 - ``steal_pct``: time the hypervisor gave this VM's CPUs to someone else, as a share of the same.
 
+- ``cpu_wait_pct``: how long this process's threads were runnable but waiting for a CPU, as a
+  share of the time they were runnable (on a CPU or waiting): from ``/proc/self/task/*/schedstat``
+  (sched-stats(5): time on the CPU and time waiting on a run queue, in ns), read at the window's
+  two ends only. This is what separates work *beside* the measurement from work *taking its
+  CPU*: on this 2-core VM a busy loop on the other core reads 0.1% (and moves neither p50 nor
+  p99), two busy loops 45% (p99 0.54 -> 4.4 ms).
+
 The readings have the ticks' resolution (10 ms per CPU at USER_HZ 100): a window shorter than
 :data:`MIN_TICKS` ticks of all CPUs together reports both metrics missing rather than a share of
 two or three ticks. ``procs_running`` (which counts the measuring thread itself) is kept as a
@@ -21,7 +28,9 @@ trace and its mean goes to provenance.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -71,6 +80,28 @@ def parse_proc_stat(text: str) -> CpuTicks:
     return CpuTicks(sum(ticks[state] for state in _BUSY), ticks["steal"], total, running)
 
 
+def parse_schedstat(text: str) -> tuple[int, int]:
+    """(ns on a CPU, ns waiting on a run queue) of a ``/proc/<pid>/task/<tid>/schedstat`` text
+    (its third field, the number of timeslices, is not needed)."""
+    fields = text.split()
+    return int(fields[0]), int(fields[1])
+
+
+def tasks_schedstat(task_dir: Path) -> tuple[float, float]:
+    """Run and wait ns summed over every thread in ``task_dir`` (``/proc/self/task``); a thread
+    that ends while it is read is skipped. OSError when the folder or the files are missing."""
+    run = wait = 0
+    for task in task_dir.iterdir():
+        try:
+            on_cpu, waiting = parse_schedstat((task / "schedstat").read_text())
+        except FileNotFoundError:
+            if not task_dir.exists():
+                raise
+            continue  # the thread ended between the listing and the read
+        run, wait = run + on_cpu, wait + waiting
+    return float(run), float(wait)
+
+
 def parse_self_stat(text: str) -> int:
     """utime + stime of a ``/proc/<pid>/stat`` text, in ticks. The command name (field 2) is in
     parentheses and may hold spaces or parentheses itself: fields are counted after the last ')'."""
@@ -89,9 +120,10 @@ class CpuInterferenceProbe(Probe):
     The device worker runs it in every window, listed in the profile or not."""
 
     name = "cpu_interference"
-    provides = ("interference_cpu_pct", "steal_pct")
+    provides = ("interference_cpu_pct", "steal_pct", "cpu_wait_pct")
     units: ClassVar[dict[str, str]] = {"busy": "ticks", "steal": "ticks", "total": "ticks",
-                                       "own": "ticks", "procs_running": "threads"}
+                                       "own": "ticks", "procs_running": "threads",
+                                       "run_ns": "ns", "wait_ns": "ns"}
     settings_model = CpuInterferenceSettings
 
     def __init__(self, interval_s: float = 0.05, root: str = "/") -> None:
@@ -99,6 +131,7 @@ class CpuInterferenceProbe(Probe):
         self.root = Path(root)
         # /proc/self is the process (its thread group) whichever thread reads it.
         self._self_stat = self.root / "proc" / "self" / "stat"
+        self._tasks = self.root / "proc" / "self" / "task"
 
     def available(self) -> tuple[bool, str]:
         try:
@@ -114,9 +147,16 @@ class CpuInterferenceProbe(Probe):
             own = parse_self_stat(self._self_stat.read_text())
         except (OSError, ValueError, IndexError):
             return dict.fromkeys(self.units, math.nan)
+        run = wait = math.nan
+        # Every thread's run-queue figures only at the window's ends (start and stop sample from
+        # the measuring thread; the loop's thread skips them): reading each of a process's
+        # threads every interval would add work of our own inside the window.
+        if threading.current_thread().name != f"probe-{self.name}":
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                run, wait = tasks_schedstat(self._tasks)
         return {"busy": float(ticks.busy), "steal": float(ticks.steal),
                 "total": float(ticks.total), "own": float(own),
-                "procs_running": float(ticks.procs_running)}
+                "procs_running": float(ticks.procs_running), "run_ns": run, "wait_ns": wait}
 
     def summarize(self, trace: Trace, window: Window) -> ProbeResult:
         first, last = _ends(trace)
@@ -130,15 +170,38 @@ class CpuInterferenceProbe(Probe):
             return ProbeResult(missing=dict.fromkeys(self.provides, reason))
         own = last["own"] - first["own"]
         foreign = max(0.0, last["busy"] - first["busy"] - own)
-        return ProbeResult(metrics={
+        result = ProbeResult(metrics={
             "interference_cpu_pct": 100.0 * foreign / total,
             "steal_pct": 100.0 * (last["steal"] - first["steal"]) / total})
+        waited = _wait_share(trace)
+        if isinstance(waited, str):
+            result.missing["cpu_wait_pct"] = waited
+        else:
+            result.metrics["cpu_wait_pct"] = waited
+        return result
 
     def provenance(self, trace: Trace) -> dict[str, str]:
         running = [v for v in trace.channels.get("procs_running", []) if math.isfinite(v)]
         if not running:
             return {}
         return {"procs_running_mean": f"{sum(running) / len(running):.2f}"}
+
+
+def _wait_share(trace: Trace) -> float | str:
+    """cpu_wait_pct from the first and last readings that have the run-queue figures, or why
+    there is none."""
+    run, wait = trace.channels.get("run_ns", []), trace.channels.get("wait_ns", [])
+    ends = [i for i in range(min(len(run), len(wait)))
+            if math.isfinite(run[i]) and math.isfinite(wait[i])]
+    if len(ends) < 2:
+        return ("no /proc/self/task/*/schedstat reading at both ends of the window (a kernel "
+                "without CONFIG_SCHED_INFO has none)")
+    # A thread that ended inside the window takes its figures with it: never below zero.
+    ran = max(0.0, run[ends[-1]] - run[ends[0]])
+    waited = max(0.0, wait[ends[-1]] - wait[ends[0]])
+    if ran + waited <= 0:
+        return "this process's threads were never runnable in the window"
+    return 100.0 * waited / (ran + waited)
 
 
 def _ends(trace: Trace) -> tuple[dict[str, float] | None, dict[str, float] | None]:

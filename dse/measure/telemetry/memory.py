@@ -22,10 +22,10 @@ class ProcessMemorySettings(ProbeSettings):
 
 @register_probe("process_memory")
 class ProcessMemoryProbe(Probe):
-    """Samples this process's RSS (psutil). The peak over the window is ``memory_peak_mb``."""
+    """Samples this process's RSS (psutil). The peak over the window is ``process_rss_peak_mb``."""
 
     name = "process_memory"
-    provides = ("memory_peak_mb",)
+    provides = ("process_rss_peak_mb",)
     units: ClassVar[dict[str, str]] = {"rss_mb": "MB"}
     settings_model = ProcessMemorySettings
 
@@ -44,5 +44,5 @@ class ProcessMemoryProbe(Probe):
     def summarize(self, trace: Trace, window: Window) -> ProbeResult:
         values = trace.channels.get("rss_mb", [])
         if not values:
-            return ProbeResult(missing={"memory_peak_mb": "no memory reading in the window"})
-        return ProbeResult(metrics={"memory_peak_mb": max(values)})
+            return ProbeResult(missing={"process_rss_peak_mb": "no memory reading in the window"})
+        return ProbeResult(metrics={"process_rss_peak_mb": max(values)})

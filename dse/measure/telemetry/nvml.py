@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, ClassVar
 
@@ -107,59 +108,21 @@ class NvmlProbe(Probe):
         return self._opened
 
     def _open(self) -> tuple[bool, str]:
-        if self.nvml is None:
-            try:
-                import pynvml
-            except ImportError:
-                return False, "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
-            self.nvml = pynvml
+        self.nvml, why = open_nvml(self.nvml)
+        if why:
+            return False, why
         nv = self.nvml
-        try:
-            nv.nvmlInit()
-        except nv.NVMLError_LibraryNotFound:
-            return False, "NVML library not found (no NVIDIA driver on this host)"
-        except nv.NVMLError_DriverNotLoaded:
-            return False, "the NVIDIA driver is not loaded"
-        except nv.NVMLError as error:
-            return False, f"NVML could not start: {error}"
         # NVML stays initialised for the probe's life: the handle must outlive every window, and the
         # probe contract has no close hook (nvmlInit is reference-counted, so this leaks nothing).
         try:
-            handle, self.index = self._find_gpu(nv)
+            gpu = find_gpu(nv, self.index)
         except LookupError as error:
             return False, str(error)
         except nv.NVMLError as error:
             return False, f"NVML could not open the GPU: {error}"
-        self._probe_channels(nv, handle)
+        self.index = gpu.index
+        self._probe_channels(nv, gpu.handle)
         return True, ""
-
-    def _find_gpu(self, nv: Any) -> tuple[Any, int]:
-        count = int(nv.nvmlDeviceGetCount())
-        entry = str(self.index) if self.index is not None else _first_visible_device()
-        if entry is None:
-            entry = "0"
-        if entry == "":
-            raise LookupError("CUDA_VISIBLE_DEVICES is empty: no GPU is visible to this process")
-        if entry.startswith("MIG-"):
-            mig = nv.nvmlDeviceGetHandleByUUID(entry)
-            handle = nv.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig)
-            return handle, int(nv.nvmlDeviceGetIndex(handle))
-        if entry.startswith("GPU-"):
-            uuids = [str(nv.nvmlDeviceGetUUID(nv.nvmlDeviceGetHandleByIndex(i))) for i in range(count)]
-            matches = [i for i, uuid in enumerate(uuids) if uuid.startswith(entry)]
-            if len(matches) != 1:
-                found = "no" if not matches else "more than one"
-                raise LookupError(f"{found} GPU matches UUID {entry!r} from CUDA_VISIBLE_DEVICES; "
-                                  f"NVML sees {uuids}")
-            return nv.nvmlDeviceGetHandleByIndex(matches[0]), matches[0]
-        try:
-            index = int(entry)
-        except ValueError:
-            raise LookupError(f"cannot read GPU {entry!r} (from CUDA_VISIBLE_DEVICES): "
-                              "expected an index, a GPU-... or a MIG-... UUID") from None
-        if not 0 <= index < count:
-            raise LookupError(f"GPU index {index} out of range: NVML sees {count} GPU(s)")
-        return nv.nvmlDeviceGetHandleByIndex(index), index
 
     def _probe_channels(self, nv: Any, handle: Any) -> None:
         """Try each channel once; one the GPU does not support is never asked for again."""
@@ -313,6 +276,67 @@ class NvmlProbe(Probe):
         if channel in self._unsupported or not any(math.isfinite(v) for v in values):
             return self._why_absent(channel)
         return f"{channel}: {gap}"
+
+
+@dataclass(frozen=True)
+class GpuChoice:
+    """The GPU a probe watches: the whole GPU's handle and NVML index, and the handle of the MIG
+    instance CUDA_VISIBLE_DEVICES named (None when it named a whole GPU)."""
+
+    handle: Any
+    index: int
+    mig_handle: Any = None
+
+
+def open_nvml(nv: Any = None) -> tuple[Any, str]:
+    """The NVML bindings, initialised, and "" -- ``nv`` when given (a stand-in), else the real
+    ``pynvml`` -- or (``nv``, why not) when NVML cannot start on this host."""
+    if nv is None:
+        try:
+            import pynvml
+        except ImportError:
+            return None, "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+        nv = pynvml
+    try:
+        nv.nvmlInit()
+    except nv.NVMLError_LibraryNotFound:
+        return nv, "NVML library not found (no NVIDIA driver on this host)"
+    except nv.NVMLError_DriverNotLoaded:
+        return nv, "the NVIDIA driver is not loaded"
+    except nv.NVMLError as error:
+        return nv, f"NVML could not start: {error}"
+    return nv, ""
+
+
+def find_gpu(nv: Any, index: int | None) -> GpuChoice:
+    """The GPU to watch (module docstring): NVML index ``index``, else the first entry of
+    CUDA_VISIBLE_DEVICES, else GPU 0. LookupError says why none fits; NVML's errors pass through."""
+    count = int(nv.nvmlDeviceGetCount())
+    entry = str(index) if index is not None else _first_visible_device()
+    if entry is None:
+        entry = "0"
+    if entry == "":
+        raise LookupError("CUDA_VISIBLE_DEVICES is empty: no GPU is visible to this process")
+    if entry.startswith("MIG-"):
+        mig = nv.nvmlDeviceGetHandleByUUID(entry)
+        handle = nv.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig)
+        return GpuChoice(handle, int(nv.nvmlDeviceGetIndex(handle)), mig)
+    if entry.startswith("GPU-"):
+        uuids = [str(nv.nvmlDeviceGetUUID(nv.nvmlDeviceGetHandleByIndex(i))) for i in range(count)]
+        matches = [i for i, uuid in enumerate(uuids) if uuid.startswith(entry)]
+        if len(matches) != 1:
+            found = "no" if not matches else "more than one"
+            raise LookupError(f"{found} GPU matches UUID {entry!r} from CUDA_VISIBLE_DEVICES; "
+                              f"NVML sees {uuids}")
+        return GpuChoice(nv.nvmlDeviceGetHandleByIndex(matches[0]), matches[0])
+    try:
+        number = int(entry)
+    except ValueError:
+        raise LookupError(f"cannot read GPU {entry!r} (from CUDA_VISIBLE_DEVICES): "
+                          "expected an index, a GPU-... or a MIG-... UUID") from None
+    if not 0 <= number < count:
+        raise LookupError(f"GPU index {number} out of range: NVML sees {count} GPU(s)")
+    return GpuChoice(nv.nvmlDeviceGetHandleByIndex(number), number)
 
 
 def _first_visible_device() -> str | None:

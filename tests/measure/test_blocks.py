@@ -1,0 +1,148 @@
+"""Runs measured in independent blocks: intervals that hold the blocks' disagreement, the spread
+of their medians, equal blocks, and what the telemetry window and the worker see."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from scipy.stats import t as student_t
+
+from dse.measure import measure_latency
+from dse.measure.stats import (
+    between_run_cv,
+    block_quantile_ci,
+    quantile_ci,
+    run_quantile_ci,
+    summarize,
+)
+
+
+def _spin(ms: float) -> None:
+    end = time.perf_counter() + ms / 1000
+    while time.perf_counter() < end:
+        pass
+
+
+def _blocks(*medians: float, n: int = 400, jitter: float = 0.002) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    return np.concatenate([m * (1 + jitter * rng.standard_normal(n)) for m in medians])
+
+
+def test_interval_is_the_blocks_t_interval_around_the_pooled_quantile() -> None:
+    data = _blocks(1.00, 1.03, 0.98)
+    sizes = [400, 400, 400]
+    low, high = block_quantile_ci(data, sizes, 0.5)  # type: ignore[misc]
+    medians = [float(np.median(block)) for block in np.split(data, 3)]
+    half = student_t.ppf(0.975, 2) * np.std(medians, ddof=1) / math.sqrt(3)
+    assert (low, high) == pytest.approx((np.quantile(data, 0.5) - half,
+                                         np.quantile(data, 0.5) + half))
+
+
+def test_blocks_that_disagree_widen_the_interval() -> None:
+    sizes = [400] * 5
+    disagreeing = run_quantile_ci(_blocks(1.00, 1.05, 0.97, 1.02, 0.99), 0.5, sizes)
+    agreeing = run_quantile_ci(_blocks(1.0, 1.0, 1.0, 1.0, 1.0), 0.5, sizes)
+    assert disagreeing is not None and agreeing is not None
+    assert disagreeing[1] - disagreeing[0] > 10 * (agreeing[1] - agreeing[0])
+    data = _blocks(1.00, 1.05, 0.97, 1.02, 0.99)
+    medians = [float(np.median(block)) for block in np.split(data, 5)]
+    assert between_run_cv(data, sizes) == pytest.approx(np.std(medians, ddof=1)
+                                                        / np.mean(medians))
+
+
+def test_blocks_that_agree_leave_the_within_run_interval() -> None:
+    data = np.tile(_blocks(1.0, n=400), 3)  # three identical blocks
+    assert run_quantile_ci(data, 0.5, [400] * 3) == quantile_ci(data, 0.5)
+    assert between_run_cv(data, [400] * 3) == 0.0
+
+
+def test_a_shift_between_blocks_is_not_counted_as_correlation_within_them() -> None:
+    """Two blocks 10% apart: across the join the pooled series looks perfectly correlated, which
+    would leave the median no interval; measured inside the blocks it has one, and the blocks'
+    interval holds the shift."""
+    data = _blocks(1.0, 1.1)
+    assert quantile_ci(data, 0.5) is None
+    reported = run_quantile_ci(data, 0.5, [400, 400])
+    assert reported is not None and reported[0] < 1.0 and reported[1] > 1.1
+
+
+def test_one_block_is_the_within_run_interval_and_has_no_spread() -> None:
+    data = _blocks(1.0)
+    assert run_quantile_ci(data, 0.5, [400]) == quantile_ci(data, 0.5)
+    assert block_quantile_ci(data, [400], 0.5) is None
+    assert math.isnan(between_run_cv(data, [400]))
+
+
+def test_summary_of_blocks_reports_each_blocks_median_and_refuses_a_bad_partition() -> None:
+    data = _blocks(1.0, 1.1)
+    stats = summarize(list(data), seconds=1.0, block_sizes=[400, 400])
+    assert stats.blocks == 2 and stats.block_sizes == [400, 400]
+    assert stats.block_p50_ms == pytest.approx([1.0, 1.1], rel=0.01)
+    assert stats.between_run_cv == pytest.approx(0.0673, rel=0.05)
+    assert stats.p50_ci_ms is not None and stats.p50_ci_ms[1] > 1.1  # t with 1 dof: wide
+    with pytest.raises(ValueError, match="add up to 700, not to the 800 samples"):
+        summarize(list(data), seconds=1.0, block_sizes=[400, 300])
+
+
+def test_a_percentile_without_interval_says_why() -> None:
+    few = summarize([1.0] * 20, seconds=1.0)
+    assert "20 timed calls are too few for a 95% confidence interval of p99" in few.why_no_ci(0.99)
+
+
+def test_each_block_warms_up_afresh_and_takes_as_many_calls_as_the_first() -> None:
+    calls = [0]
+    events: list[tuple[str, int]] = []
+
+    def work() -> None:
+        calls[0] += 1
+        _spin(0.2)
+
+    stats = measure_latency(work, blocks=3, min_iters=30, min_seconds=0.0, max_seconds=30.0,
+                            target_rel_ci=0.05,
+                            on_window=lambda opening: events.append((str(opening), calls[0])))
+    assert stats.blocks == 3
+    first = stats.block_sizes[0]
+    assert stats.block_sizes == [first, first, first] and first >= 10  # ceil(30 / 3)
+    assert stats.n == 3 * first
+    # One window around all blocks; inside it the later blocks' warm-ups ran too.
+    assert [opening for opening, _ in events] == ["True", "False"]
+    assert stats.window_calls == events[1][1] - events[0][1]
+    assert stats.window_calls > stats.n
+    assert calls[0] == 1 + stats.warmup_iters + stats.n
+    assert len(stats.block_p50_ms) == 3 and not math.isnan(stats.between_run_cv)
+
+
+def test_a_state_change_between_blocks_is_inside_the_interval() -> None:
+    """The machine gets 20% slower after the first block: one block alone would report a
+    narrow interval around the fast state; the blocks' interval reaches the slow one."""
+    done = [0]
+    first_block: list[int] = []
+
+    def work() -> None:
+        done[0] += 1
+        _spin(0.24 if first_block and done[0] > first_block[0] else 0.2)
+
+    def mark(opening: bool) -> None:
+        if opening:
+            first_block.append(done[0] + 200)  # slower after the first block's calls
+
+    stats = measure_latency(work, blocks=4, min_iters=800, max_iters=800, min_seconds=0.0,
+                            max_seconds=30.0, target_rel_ci=0.05, warmup_max_seconds=0.05,
+                            on_window=mark)
+    assert stats.block_sizes == [200] * 4
+    assert stats.p50_ci_ms is not None
+    assert stats.p50_ci_ms[1] >= 0.24  # the slow state
+    low, high = stats.p50_ci_ms
+    assert low <= np.mean(stats.block_p50_ms) <= high  # and the blocks' average
+    within = quantile_ci(stats.samples_ms, 0.5)
+    assert within is not None and high - low > within[1] - within[0]
+    assert stats.between_run_cv > 0.05
+
+
+@pytest.mark.parametrize("blocks", [0, -1, 1.5, True, 101])
+def test_a_bad_block_count_is_one_clear_error(blocks: object) -> None:
+    with pytest.raises(ValueError, match=r"^blocks must be an integer in \[1, max_iters = 100\]"):
+        measure_latency(lambda: None, blocks=blocks, max_iters=100)  # type: ignore[arg-type]

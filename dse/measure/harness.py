@@ -18,6 +18,7 @@ import numpy as np
 from dse.exceptions import MeasurementError
 from dse.measure.stats import (
     LatencyStats,
+    autocorrelation_time,
     halves_agree,
     median_rel_halfwidth,
     quantile_ci,
@@ -91,10 +92,12 @@ class _StoppingCheck:
     """
 
     def __init__(self, target_rel_ci: float, min_iters: int,
-                 required_quantiles: Sequence[float] = ()) -> None:
+                 required_quantiles: Sequence[float] = (), blocks: int = 1) -> None:
         self.target_rel_ci = target_rel_ci
-        # The median's CI is checked anyway; any other required quantile must have one too.
+        # The median's CI is checked anyway; any other required quantile must have one too, in
+        # the pooled run: ``blocks`` blocks of this one's length and correlation.
         self.quantiles = [q for q in required_quantiles if q != 0.5]
+        self.blocks = blocks
         self.next_n = min_iters
         self.seconds = 0.0  # spent in checks so far
         self._array = np.empty(max(1024, min_iters))
@@ -108,7 +111,7 @@ class _StoppingCheck:
             median_rel_halfwidth(stand_in)
             halves_agree(stand_in)  # every part: a check that passes the first pays for all
             for quantile in self.quantiles:
-                quantile_ci(stand_in, quantile)
+                self._pooled_has_ci(stand_in, quantile)
             self._last_cost = min(self._last_cost, time.perf_counter() - start)
 
     def due(self, n: int, elapsed: float) -> bool:
@@ -122,11 +125,20 @@ class _StoppingCheck:
         # A precise median of a run whose halves disagree is precise about a mixture of two
         # machine states: keep measuring then, until the halves agree or time runs out.
         done = (median_rel_halfwidth(data) <= self.target_rel_ci and halves_agree(data)
-                and all(quantile_ci(data, q) is not None for q in self.quantiles))
+                and all(self._pooled_has_ci(data, q) for q in self.quantiles))
         self._last_cost = time.perf_counter() - start
         self.seconds += self._last_cost
         self.next_n = n + max(10, n // 10)
         return done
+
+    def _pooled_has_ci(self, data: np.ndarray, quantile: float) -> bool:
+        """Whether ``blocks`` runs like ``data`` would give ``quantile`` a 95% interval: their
+        effective sample count (n x blocks / the autocorrelation time) reaches its floor. With
+        one block, exactly whether :func:`quantile_ci` has one."""
+        if self.blocks == 1:
+            return quantile_ci(data, quantile) is not None
+        tau = autocorrelation_time(data, float(np.quantile(data, quantile)))
+        return int(len(data) * self.blocks / tau) >= samples_for_ci(quantile)
 
     def _mirror(self, samples: list[float]) -> np.ndarray:
         n = len(samples)
@@ -281,11 +293,10 @@ def measure_latency(
         min_seconds=min_seconds / blocks, max_seconds=max_seconds / blocks,
         # n samples in each of b blocks: the pooled median's CI is about 1/sqrt(b) as wide.
         target_rel_ci=min(0.99, target_rel_ci * math.sqrt(blocks)),
-        # Quantiles beyond the median are floors of the pooled run, not of each block.
-        required_quantiles=tuple(required_quantiles) if blocks == 1 else (0.5,))
+        required_quantiles=tuple(required_quantiles))
     # Set up (its cost measured) before the window opens, where only calls of ``fn`` should run.
     check: _StoppingCheck | None = _StoppingCheck(share.target_rel_ci, share.min_iters,
-                                                  share.required_quantiles)
+                                                  share.required_quantiles, blocks)
     samples: list[float] = []
     sizes: list[int] = []
     warm_iters, warm_seconds, check_seconds, timed_seconds, window_calls = 0, 0.0, 0.0, 0.0, 0

@@ -146,3 +146,31 @@ def test_a_state_change_between_blocks_is_inside_the_interval() -> None:
 def test_a_bad_block_count_is_one_clear_error(blocks: object) -> None:
     with pytest.raises(ValueError, match=r"^blocks must be an integer in \[1, max_iters = 100\]"):
         measure_latency(lambda: None, blocks=blocks, max_iters=100)  # type: ignore[arg-type]
+
+
+def test_a_required_percentile_gets_its_pooled_interval_while_time_remains() -> None:
+    """p99 needs 368 independent samples in the pooled run: the first block keeps going until
+    its length times the block count gives that (allowing for its correlation), so the pooled
+    p99 has its interval and the run is not underpowered."""
+    rng = np.random.default_rng(0)
+    choices, weights = [0.05, 0.06, 0.2], [0.6, 0.38, 0.02]
+    stats = measure_latency(lambda: _spin(float(rng.choice(choices, p=weights))),
+                            blocks=3, required_quantiles=(0.5, 0.99), min_iters=10,
+                            min_seconds=0.0, max_seconds=30.0, target_rel_ci=0.2,
+                            warmup_max_seconds=0.05)
+    assert stats.p99_ci_ms is not None and not stats.underpowered
+    assert stats.n >= 368
+
+
+def test_the_first_block_stops_once_the_pooled_run_would_have_the_interval() -> None:
+    from dse.measure.harness import _StoppingCheck
+
+    rng = np.random.default_rng(1)
+    check = _StoppingCheck(0.5, 10, (0.5, 0.99), blocks=3)
+    # Independent samples: three blocks of 123 are 369 >= 368, of 122 are 366 < 368.
+    assert check._pooled_has_ci(rng.random(123), 0.99)
+    assert not check._pooled_has_ci(rng.random(122), 0.99)
+    single = _StoppingCheck(0.5, 10, (0.5, 0.99), blocks=1)
+    for n in (367, 368, 400):
+        data = rng.random(n)
+        assert single._pooled_has_ci(data, 0.99) == (quantile_ci(data, 0.99) is not None)

@@ -10,8 +10,10 @@
    With ``--blocks 1 3 5`` every count is measured, interleaved, so the default can be chosen on
    the same machine state; the BENCH lines are for the campaign default.
 2. **Interference.** WINDOWS windows of the real probe ``cpu_interference`` around a real
-   measurement; in a random half the benchmark starts a CPU hog (its own child processes, a busy
-   loop on every CPU, ended by PID). Recall and false alarms of the default policy's ``disturbed`` rule.
+   measurement, in random order: a third quiet, a third with one busy loop beside it (a free core
+   remains), a third with a busy loop on every CPU (the benchmark's own child processes, ended by
+   PID). Recall (all-CPU windows flagged) and false alarms (quiet or beside windows flagged) of the
+   default policy's ``disturbed`` rule, with each arm's median p50 and p99.
 3. **Front under load.** The same grid campaign (the bring-your-own ONNX space, same candidates)
    run twice through the CLI: once quietly, once with a hog (a busy loop on every CPU) started
    when half its trials are done and ended HOG_BURST_S later. ``dirty_front_points``: trials on
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import random
 import shutil
@@ -51,7 +54,7 @@ ARTIFACTS = {
                               "kernel_size": 5, "expand_ratio": 6}),
 }
 BATCH = 32
-WINDOWS = 20
+WINDOWS = 30
 HOG = "while True: pass"
 HOG_BURST_S = 10.0  # the hog of the front-under-load part: another job that comes and goes
 
@@ -226,28 +229,41 @@ def interference_part(seed: int = 0) -> tuple[float, float]:
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     feed = {session.get_inputs()[0].name: np.zeros((BATCH, 1, 8, 8), np.float32)}
     probe = make_probe("cpu_interference")
-    loaded = [True] * (WINDOWS // 2) + [False] * (WINDOWS - WINDOWS // 2)
-    random.Random(seed).shuffle(loaded)
-    hits = alarms = 0
-    for with_hog in loaded:
-        hog = _start_hog() if with_hog else None
+    # A third of the windows quiet, a third with one busy loop beside the measurement (a free core
+    # remains: not interference, and it must not be called so), a third with one on every CPU.
+    arms = ["quiet", "beside", "hog"] * (WINDOWS // 3 + 1)
+    arms = arms[:WINDOWS] if (os.cpu_count() or 1) > 1 else ["quiet", "hog"] * (WINDOWS // 2)
+    random.Random(seed).shuffle(arms)
+    latencies: dict[str, list[tuple[float, float]]] = {arm: [] for arm in set(arms)}
+    flagged = dict.fromkeys(set(arms), 0)
+    for arm in arms:
+        hog = (_start_hog() if arm == "hog" else
+               [subprocess.Popen([sys.executable, "-c", HOG])] if arm == "beside" else None)
         marks: list[float] = []
         try:
-            measure_latency(lambda: session.run(None, feed), min_seconds=0.5, max_seconds=1.0,
-                            blocks=3, on_window=_marker(probe, marks))
+            stats = measure_latency(lambda: session.run(None, feed), min_seconds=0.5,
+                                    max_seconds=1.0, blocks=3, required_quantiles=(0.5, 0.99),
+                                    on_window=_marker(probe, marks))
             trace = probe.stop()
         finally:
             if hog is not None:
                 _stop(hog)
         result = probe.summarize(trace, Window(marks[0], marks[-1], 1))
-        verdict = disturbed(result, policy.max_foreign_cpu_pct, policy.max_steal_pct)
-        shown = result.metrics.get("interference_cpu_pct", float("nan"))
-        print(f"  hog {'on ' if with_hog else 'off'}  other processes {shown:5.1f}% of the CPUs "
-              f"-> {'disturbed' if verdict else 'clean'}")
-        hits += with_hog and bool(verdict)
-        alarms += (not with_hog) and bool(verdict)
-    positives = sum(loaded)
-    return hits / positives, alarms / (len(loaded) - positives)
+        verdict = disturbed(result, policy.max_foreign_cpu_pct, policy.max_steal_pct,
+                            max_cpu_wait_pct=policy.max_cpu_wait_pct)
+        latencies[arm].append((stats.p50_ms, stats.p99_ms))
+        flagged[arm] += bool(verdict)
+        print(f"  {arm:6s}  other processes {result.metrics.get('interference_cpu_pct', math.nan):5.1f}"
+              f"% of the CPUs, waited {result.metrics.get('cpu_wait_pct', math.nan):5.1f}%  "
+              f"p50 {stats.p50_ms:.4f} p99 {stats.p99_ms:.3f} ms -> "
+              f"{'disturbed' if verdict else 'clean'}")
+    for arm, values in sorted(latencies.items()):
+        print(f"  {arm:6s}: {flagged[arm]} of {len(values)} flagged; median p50 "
+              f"{statistics.median(v[0] for v in values):.4f} ms, median p99 "
+              f"{statistics.median(v[1] for v in values):.3f} ms")
+    negatives = arms.count("quiet") + arms.count("beside")
+    return (flagged["hog"] / arms.count("hog"),
+            (flagged.get("quiet", 0) + flagged.get("beside", 0)) / negatives)
 
 
 def _front_campaign(folder: Path, name: str, hog_midway: bool) -> tuple[set[str], int, int]:

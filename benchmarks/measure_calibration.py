@@ -60,7 +60,7 @@ HOG_BURST_S = 10.0  # the hog of the front-under-load part: another job that com
 
 
 # ----------------------------------------------------------------------------- one run, in a child
-def _one_run(kind: str, path: str, blocks: int) -> dict[str, Any]:
+def _one_run(kind: str, path: str, blocks: int, gap: float) -> dict[str, Any]:
     """Load the artifact, measure it with the campaign's default protocol, report the outcome."""
     import torch
 
@@ -87,13 +87,14 @@ def _one_run(kind: str, path: str, blocks: int) -> dict[str, Any]:
             with torch.inference_mode():
                 return model(tensor)
 
-    spec = MeasureSpec(blocks=blocks)
+    spec = MeasureSpec(blocks=blocks, block_gap_s=gap)
     start = time.perf_counter()
     stats = measure_latency(call, target_rel_ci=spec.target_rel_ci, min_iters=spec.min_iters,
                             max_iters=spec.max_iters, min_seconds=spec.min_seconds,
                             max_seconds=spec.max_seconds,
                             warmup_max_seconds=spec.warmup_max_seconds,
-                            required_quantiles=spec.required_quantiles(), blocks=blocks)
+                            required_quantiles=spec.required_quantiles(), blocks=blocks,
+                            block_gap_s=gap)
     return {"p50": stats.p50_ms, "ci": stats.p50_ci_ms, "n": stats.n,
             "seconds": time.perf_counter() - start, "cv": stats.between_run_cv}
 
@@ -118,10 +119,11 @@ def _artifacts(folder: Path) -> dict[str, Path]:
     return paths
 
 
-def _child(name: str, path: Path, blocks: int) -> dict[str, Any]:
+def _child(name: str, path: Path, blocks: int, gap: float) -> dict[str, Any]:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, __file__, "--child", ARTIFACTS[name][0], str(path),
-                          str(blocks)], capture_output=True, text=True, env=env, check=True)
+                          str(blocks), str(gap)], capture_output=True, text=True, env=env,
+                         check=True)
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
@@ -163,8 +165,9 @@ def _stop(hog: list[subprocess.Popen[bytes]]) -> None:
 
 
 # ------------------------------------------------------------------------------------------ parts
-def repeat_part(runs: int, counts: list[int], default: int) -> tuple[float, float]:
-    results: dict[tuple[str, int], list[dict[str, Any]]] = {
+def repeat_part(runs: int, counts: list[tuple[int, float]],
+                default: tuple[int, float]) -> tuple[float, float]:
+    results: dict[tuple[str, tuple[int, float]], list[dict[str, Any]]] = {
         (name, k): [] for name in ARTIFACTS for k in counts}
     before = _cpu_busy()
     with tempfile.TemporaryDirectory() as tmp:
@@ -172,7 +175,7 @@ def repeat_part(runs: int, counts: list[int], default: int) -> tuple[float, floa
         for _ in range(runs):  # alternating: a slow minute of the host hits every artifact
             for k in counts:
                 for name in ARTIFACTS:
-                    results[(name, k)].append(_child(name, paths[name], k))
+                    results[(name, k)].append(_child(name, paths[name], *k))
     print(f"repeat: {_load_since(before)}")
     chosen = (0.0, 0.0)
     for k in counts:
@@ -186,13 +189,13 @@ def repeat_part(runs: int, counts: list[int], default: int) -> tuple[float, floa
                       for r in done]
             print("    runs in order (p50 ms, interval ±%): " + ", ".join(
                 f"{r['p50']:.4g} ±{w:.1f}" for r, w in zip(done, widths, strict=True)))
-            print(f"  blocks {k}  {name:11s} p50 {min(p50s):.4f}-{max(p50s):.4f} ms "
+            print(f"  blocks {k[0]} gap {k[1]:g} s  {name:11s} p50 {min(p50s):.4f}-{max(p50s):.4f} ms "
                   f"(spread {100 * (max(p50s) / min(p50s) - 1):.1f}%)  median ±"
                   f"{statistics.median(widths):.1f}%  coverage {h}/{t}  seconds "
                   f"{statistics.median(r['seconds'] for r in done):.2f}")
         seconds = statistics.median(r["seconds"] for name in ARTIFACTS
                                     for r in results[(name, k)])
-        print(f"  blocks {k}: coverage {held}/{total} = {held / total:.3f}, "
+        print(f"  blocks {k[0]} gap {k[1]:g} s: coverage {held}/{total} = {held / total:.3f}, "
               f"median seconds per candidate {seconds:.2f}")
         if k == default:
             chosen = (held / total, seconds)
@@ -319,17 +322,21 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--blocks", type=int, nargs="+", default=None,
                         help="block counts to compare (default: the campaign default only)")
+    parser.add_argument("--gaps", type=float, nargs="+", default=None,
+                        help="seconds between blocks to compare (default: the campaign default)")
     parser.add_argument("--skip", nargs="*", default=[], choices=["repeat", "interference",
                                                                    "front"])
     args = parser.parse_args()
     from dse.spec import MeasureSpec
 
-    default = MeasureSpec().blocks
-    counts = args.blocks or [default]
+    spec = MeasureSpec()
+    default = (spec.blocks, spec.block_gap_s)
+    counts = [(k, g) for k in (args.blocks or [spec.blocks])
+              for g in (args.gaps or [spec.block_gap_s])]
     if default not in counts:
         counts.append(default)
     print(f"cpu count {os.cpu_count()}, one thread per runtime, batch {BATCH}, "
-          f"default blocks {default}")
+          f"default blocks {spec.blocks}, gap {spec.block_gap_s:g} s")
     if "repeat" not in args.skip:
         repeat, seconds = repeat_part(args.runs, counts, default)
         print(f"BENCH repeat_coverage {repeat:.3f}")
@@ -347,7 +354,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "--child":
-        print(json.dumps(_one_run(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
+    if len(sys.argv) == 6 and sys.argv[1] == "--child":
+        print(json.dumps(_one_run(sys.argv[2], sys.argv[3], int(sys.argv[4]),
+                                  float(sys.argv[5]))))
     else:
         main()

@@ -189,6 +189,7 @@ class DeviceWorker:
                     max_seconds=measure.max_seconds,
                     warmup_max_seconds=measure.warmup_max_seconds,
                     required_quantiles=measure.required_quantiles(), blocks=measure.blocks,
+                    block_gap_s=measure.block_gap_s,
                     on_window=None if sustained else window.mark)
                 # With a sustained run, that run carries the window and is judged instead.
                 disturbance = "" if sustained else _disturbance(window, policy)
@@ -289,7 +290,8 @@ def screening_measure(measure: MeasureSpec, screening: Screening) -> MeasureSpec
         "min_iters": min_iters,
         # No floor on time: the sample count above is what a verdict needs.
         "min_seconds": 0.0, "max_seconds": seconds,
-        "warmup_max_seconds": min(measure.warmup_max_seconds, seconds),
+        # Each block warms up: together within the screening's time, not a multiple of it.
+        "warmup_max_seconds": min(measure.warmup_max_seconds, seconds) / measure.blocks,
         "offline_concurrency": 0, "sustained_seconds": 0.0})
 
 

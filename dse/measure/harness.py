@@ -249,6 +249,7 @@ def measure_latency(
     warmup_tolerance: float = 0.03,
     required_quantiles: Sequence[float] = (0.5,),
     blocks: int = 1,
+    block_gap_s: float = 0.0,
     sync: Callable[[], object] | None = None,
     timer: Timer = "host",
     on_window: Callable[[bool], object] | None = None,
@@ -284,6 +285,9 @@ def measure_latency(
     if isinstance(blocks, bool) or not isinstance(blocks, int) or not 1 <= blocks <= max_iters:
         raise ValueError(f"blocks must be an integer in [1, max_iters = {max_iters}], "
                          f"got {blocks!r}")
+    if (isinstance(block_gap_s, bool) or not isinstance(block_gap_s, int | float)
+            or not 0 <= block_gap_s < math.inf):
+        raise ValueError(f"block_gap_s must be a finite number of seconds >= 0, got {block_gap_s!r}")
     timed = _cuda_timed(fn) if timer == "cuda" else _host_timed(fn, sync)
     overhead = timer_overhead_ns() if timer == "host" else float("nan")
     first_call_ms = timed()
@@ -301,6 +305,8 @@ def measure_latency(
     sizes: list[int] = []
     warm_iters, warm_seconds, check_seconds, timed_seconds, window_calls = 0, 0.0, 0.0, 0.0, 0
     for block in range(blocks):
+        if block:
+            window_calls += _keep_busy(fn, block_gap_s)
         warm = _warm_up(timed, tolerance=warmup_tolerance, max_iters=warmup_max_iters,
                         max_seconds=warmup_max_seconds)
         warm_iters += warm.iters
@@ -331,6 +337,18 @@ def measure_latency(
                      check_seconds=check_seconds, min_samples=floor,
                      required_quantiles=required_quantiles, block_sizes=sizes,
                      window_calls=window_calls)
+
+
+def _keep_busy(fn: Callable[[], object], seconds: float) -> int:
+    """Call ``fn`` untimed for ``seconds``: the gap that spreads blocks in time keeps the device
+    under the same load (its power, heat and clocks stay those of the measurement, and energy
+    per call stays right); the number of calls made."""
+    calls = 0
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        fn()
+        calls += 1
+    return calls
 
 
 @dataclass(frozen=True)

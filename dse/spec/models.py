@@ -713,6 +713,11 @@ class MeasureSpec(Strict):
                     "given an equal share of the floors and caps; every reported interval also "
                     "holds how much the blocks disagree (between_run_cv), which is what the next "
                     "run sees. 1: one block, within-run intervals only.")
+    block_gap_s: float = Field(
+        default=0.0, ge=0, le=60, allow_inf_nan=False,
+        description="Seconds between blocks, spent calling the candidate untimed (the device stays "
+                    "under the same load): spreads the blocks in time, so the intervals also hold "
+                    "what drifts over that time, at that cost per candidate.")
     offline_concurrency: int = Field(
         default=0, ge=0, le=256,
         description="Requests kept in flight for the offline throughput run (0: no such run).")

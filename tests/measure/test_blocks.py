@@ -174,3 +174,26 @@ def test_the_first_block_stops_once_the_pooled_run_would_have_the_interval() -> 
     for n in (367, 368, 400):
         data = rng.random(n)
         assert single._pooled_has_ci(data, 0.99) == (quantile_ci(data, 0.99) is not None)
+
+
+def test_a_gap_between_blocks_keeps_the_device_busy_and_spreads_them_in_time() -> None:
+    calls = [0]
+
+    def work() -> None:
+        calls[0] += 1
+        _spin(0.2)
+
+    start = time.perf_counter()
+    stats = measure_latency(work, blocks=3, block_gap_s=0.1, min_iters=30, min_seconds=0.0,
+                            max_seconds=30.0, target_rel_ci=0.05, warmup_max_seconds=0.05)
+    # Two gaps of at least 0.1 s, each calling the function untimed (counted in the window).
+    assert time.perf_counter() - start >= 0.2
+    assert stats.window_calls >= stats.n + 2
+    # Every call is the first, a warm-up, a gap's or a timed one.
+    assert calls[0] > 1 + stats.warmup_iters + stats.n
+
+
+@pytest.mark.parametrize("gap", [-1.0, math.nan, math.inf, "1"])
+def test_a_bad_gap_is_one_clear_error(gap: object) -> None:
+    with pytest.raises(ValueError, match=r"^block_gap_s must be a finite number of seconds >= 0"):
+        measure_latency(lambda: None, blocks=2, block_gap_s=gap)  # type: ignore[arg-type]

@@ -137,8 +137,6 @@ def test_a_state_change_between_blocks_is_inside_the_interval() -> None:
     assert stats.p50_ci_ms[1] >= 0.24  # the slow state
     low, high = stats.p50_ci_ms
     assert low <= np.mean(stats.block_p50_ms) <= high  # and the blocks' average
-    within = quantile_ci(stats.samples_ms, 0.5)
-    assert within is not None and high - low > within[1] - within[0]
     assert stats.between_run_cv > 0.05
 
 

@@ -218,8 +218,16 @@ def between_run_cv(samples: np.ndarray, block_sizes: Sequence[int]) -> float:
     mean): how far one run's median moves from the next on this device; NaN under two blocks."""
     if len(block_sizes) < 2:
         return math.nan
-    medians = [float(np.median(block)) for block in
-               np.split(samples, np.cumsum(block_sizes)[:-1])]
+    return _spread(block_medians(samples, block_sizes))
+
+
+def block_medians(samples: np.ndarray, block_sizes: Sequence[int]) -> list[float]:
+    """Each block's median, in order."""
+    return [float(np.median(block)) for block in np.split(samples, np.cumsum(block_sizes)[:-1])]
+
+
+def _spread(medians: Sequence[float]) -> float:
+    """Standard deviation over mean of two or more block medians."""
     mean = float(np.mean(medians))
     return float(np.std(medians, ddof=1)) / mean if mean > 0 else math.nan
 
@@ -366,8 +374,7 @@ def summarize(samples_ms: Sequence[float], *, seconds: float, target_rel_ci: flo
     median_ci = cis["p50"]
     rel_ci = (math.inf if median_ci is None or values["p50"] <= 0 else
               max(values["p50"] - median_ci[0], median_ci[1] - values["p50"]) / values["p50"])
-    block_p50 = ([float(np.median(block)) for block in np.split(data, np.cumsum(sizes)[:-1])]
-                 if sizes else [])
+    block_p50 = block_medians(data, sizes) if sizes else []
     return LatencyStats(
         n=len(data), seconds=seconds,
         p50_ms=values["p50"], p90_ms=values["p90"], p95_ms=values["p95"], p99_ms=values["p99"],
@@ -383,7 +390,8 @@ def summarize(samples_ms: Sequence[float], *, seconds: float, target_rel_ci: flo
         min_samples=min_samples, underpowered=len(data) < min_samples or bool(no_ci),
         halves_shift_pct=halves_shift_pct(data),
         block_sizes=sizes, block_p50_ms=block_p50,
-        between_run_cv=between_run_cv(data, sizes), window_calls=window_calls or len(data),
+        between_run_cv=_spread(block_p50) if sizes else math.nan,
+        window_calls=window_calls or len(data),
         samples_ms=[float(v) for v in data],
     )
 

@@ -148,13 +148,18 @@ def test_a_bad_block_count_is_one_clear_error(blocks: object) -> None:
 
 def test_a_required_percentile_gets_its_pooled_interval_while_time_remains() -> None:
     """p99 needs 368 independent samples in the pooled run: the first block keeps going until
-    its length times the block count gives that (allowing for its correlation), so the pooled
-    p99 has its interval and the run is not underpowered."""
-    rng = np.random.default_rng(0)
-    choices, weights = [0.05, 0.06, 0.2], [0.6, 0.38, 0.02]
-    stats = measure_latency(lambda: _spin(float(rng.choice(choices, p=weights))),
-                            blocks=3, required_quantiles=(0.5, 0.99), min_iters=10,
-                            min_seconds=0.0, max_seconds=30.0, target_rel_ci=0.2,
+    its length times the block count gives that, allowing for its correlation, so the pooled
+    p99 has its interval and the run is not underpowered. The calls here are correlated on
+    purpose: a staircase of 40 levels, ten calls each, so the slowest calls come in runs and
+    three blocks of the bare 123 calls would not be enough."""
+    done = [0]
+
+    def staircase() -> None:
+        _spin(0.2 + 0.02 * ((done[0] % 400) // 10))
+        done[0] += 1
+
+    stats = measure_latency(staircase, blocks=3, required_quantiles=(0.5, 0.99), min_iters=10,
+                            min_seconds=0.0, max_seconds=60.0, target_rel_ci=0.5,
                             warmup_max_seconds=0.05)
     assert stats.p99_ci_ms is not None and not stats.underpowered
     assert stats.n >= 368

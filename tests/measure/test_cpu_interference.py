@@ -57,9 +57,10 @@ def test_run_queue_figures_are_summed_over_the_process_threads() -> None:
         2113471912 + 606726, 38211803 + 1250)
     probe = CpuInterferenceProbe(root=str(root))
     assert probe.available() == (True, "")
-    reading = probe.read()  # from this thread, as at a window's ends
+    reading = probe.read_at_ends()
     assert (reading["run_ns"], reading["wait_ns"]) == (2113471912 + 606726, 38211803 + 1250)
-    assert reading["own"] == 1234 + 567
+    assert probe.read()["own"] == 1234 + 567
+    assert "run_ns" not in probe.read()  # every interval: not read
 
 
 def _trace(*readings: dict[str, float]) -> Trace:

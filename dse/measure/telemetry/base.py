@@ -129,10 +129,15 @@ class Probe(abc.ABC):
         the host has (rails, zones, CPUs); the default is the class-level ``units`` table."""
         return dict(self.units)
 
+    def read_at_ends(self) -> dict[str, float]:
+        """Channels read only at the window's two ends, merged into those readings: figures too
+        costly to read every interval inside the window (none by default)."""
+        return {}
+
     def start(self) -> None:
         self._trace = Trace(self.name, units=self.channel_units())
         self._stop.clear()
-        self._sample()
+        self._sample(at_end=True)
         self._thread = threading.Thread(target=self._loop, name=f"probe-{self.name}", daemon=True)
         self._thread.start()
 
@@ -141,11 +146,14 @@ class Probe(abc.ABC):
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        self._sample()
+        self._sample(at_end=True)
         return self._trace
 
-    def _sample(self) -> None:
-        self._trace.add(time.time(), self.read())
+    def _sample(self, at_end: bool = False) -> None:
+        reading = self.read()
+        if at_end:
+            reading = {**reading, **self.read_at_ends()}
+        self._trace.add(time.time(), reading)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):

@@ -28,9 +28,7 @@ trace and its mean goes to provenance.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -147,16 +145,18 @@ class CpuInterferenceProbe(Probe):
             own = parse_self_stat(self._self_stat.read_text())
         except (OSError, ValueError, IndexError):
             return dict.fromkeys(self.units, math.nan)
-        run = wait = math.nan
-        # Every thread's run-queue figures only at the window's ends (start and stop sample from
-        # the measuring thread; the loop's thread skips them): reading each of a process's
-        # threads every interval would add work of our own inside the window.
-        if threading.current_thread().name != f"probe-{self.name}":
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                run, wait = tasks_schedstat(self._tasks)
         return {"busy": float(ticks.busy), "steal": float(ticks.steal),
                 "total": float(ticks.total), "own": float(own),
-                "procs_running": float(ticks.procs_running), "run_ns": run, "wait_ns": wait}
+                "procs_running": float(ticks.procs_running)}
+
+    def read_at_ends(self) -> dict[str, float]:
+        """Every thread's run-queue figures, at the window's ends only: reading each of a
+        process's threads every interval would add work of our own inside the window."""
+        try:
+            run, wait = tasks_schedstat(self._tasks)
+        except (OSError, ValueError, IndexError):
+            return {"run_ns": math.nan, "wait_ns": math.nan}
+        return {"run_ns": run, "wait_ns": wait}
 
     def summarize(self, trace: Trace, window: Window) -> ProbeResult:
         first, last = _ends(trace)

@@ -82,7 +82,7 @@ from dse.measure.telemetry.base import (
     register_probe,
 )
 from dse.measure.telemetry.derived import TelemetryGapError, window_indices
-from dse.measure.telemetry.nvml import find_gpu, open_nvml
+from dse.measure.telemetry.nvml import open_gpu
 
 # nvmlReturn_t values (nvml.h) kept in the trace's utilization_status channel.
 NVML_SUCCESS = 0
@@ -149,16 +149,10 @@ class GpuInterferenceProbe(Probe):
         return self._opened
 
     def _open(self) -> tuple[bool, str]:
-        self.nvml, why = open_nvml(self.nvml)
-        if why:
+        self.nvml, gpu, why = open_gpu(self.nvml, self.index)
+        if gpu is None:
             return False, why
         nv = self.nvml
-        try:
-            gpu = find_gpu(nv, self.index)
-        except LookupError as error:
-            return False, str(error)
-        except nv.NVMLError as error:
-            return False, f"NVML could not open the GPU: {error}"
         self.index = gpu.index
         # A MIG instance's own handle lists the processes sharing its SMs (the whole GPU's needs
         # admin rights under MIG and would list the other instances' too).

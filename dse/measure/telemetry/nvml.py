@@ -108,20 +108,11 @@ class NvmlProbe(Probe):
         return self._opened
 
     def _open(self) -> tuple[bool, str]:
-        self.nvml, why = open_nvml(self.nvml)
-        if why:
+        self.nvml, gpu, why = open_gpu(self.nvml, self.index)
+        if gpu is None:
             return False, why
-        nv = self.nvml
-        # NVML stays initialised for the probe's life: the handle must outlive every window, and the
-        # probe contract has no close hook (nvmlInit is reference-counted, so this leaks nothing).
-        try:
-            gpu = find_gpu(nv, self.index)
-        except LookupError as error:
-            return False, str(error)
-        except nv.NVMLError as error:
-            return False, f"NVML could not open the GPU: {error}"
         self.index = gpu.index
-        self._probe_channels(nv, gpu.handle)
+        self._probe_channels(self.nvml, gpu.handle)
         return True, ""
 
     def _probe_channels(self, nv: Any, handle: Any) -> None:
@@ -306,6 +297,22 @@ def open_nvml(nv: Any = None) -> tuple[Any, str]:
     except nv.NVMLError as error:
         return nv, f"NVML could not start: {error}"
     return nv, ""
+
+
+def open_gpu(nv: Any, index: int | None) -> tuple[Any, GpuChoice | None, str]:
+    """NVML started (:func:`open_nvml`) and the GPU a probe watches (:func:`find_gpu`): (the
+    bindings, the GPU, "") or (the bindings, None, why not). NVML stays initialised for the
+    probe's life: its handle must outlive every window, and the probe contract has no close hook
+    (nvmlInit is reference-counted, so this leaks nothing)."""
+    nv, why = open_nvml(nv)
+    if why:
+        return nv, None, why
+    try:
+        return nv, find_gpu(nv, index), ""
+    except LookupError as error:
+        return nv, None, str(error)
+    except nv.NVMLError as error:
+        return nv, None, f"NVML could not open the GPU: {error}"
 
 
 def find_gpu(nv: Any, index: int | None) -> GpuChoice:

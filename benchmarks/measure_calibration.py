@@ -60,11 +60,14 @@ HOG_BURST_S = 10.0  # the hog of the front-under-load part: another job that com
 
 
 # ----------------------------------------------------------------------------- one run, in a child
-def _one_run(kind: str, path: str, blocks: int, gap: float) -> dict[str, Any]:
-    """Load the artifact, measure it with the campaign's default protocol, report the outcome."""
+def _one_run(kind: str, path: str, blocks: int, gap: float, floor_path: str) -> dict[str, Any]:
+    """Load the artifact, measure it with the campaign's default protocol and the device's
+    calibrated run-to-run floor, report the outcome (and the interval the run alone gave)."""
     import torch
 
     from dse.measure import measure_latency
+    from dse.measure.run_to_run import load
+    from dse.measure.stats import run_quantile_ci
     from dse.spec import MeasureSpec
 
     torch.set_num_threads(1)
@@ -88,15 +91,18 @@ def _one_run(kind: str, path: str, blocks: int, gap: float) -> dict[str, Any]:
                 return model(tensor)
 
     spec = MeasureSpec(blocks=blocks, block_gap_s=gap)
+    floor = load(Path(floor_path))[0]
     start = time.perf_counter()
     stats = measure_latency(call, target_rel_ci=spec.target_rel_ci, min_iters=spec.min_iters,
                             max_iters=spec.max_iters, min_seconds=spec.min_seconds,
                             max_seconds=spec.max_seconds,
                             warmup_max_seconds=spec.warmup_max_seconds,
                             required_quantiles=spec.required_quantiles(), blocks=blocks,
-                            block_gap_s=gap)
-    return {"p50": stats.p50_ms, "ci": stats.p50_ci_ms, "n": stats.n,
-            "seconds": time.perf_counter() - start, "cv": stats.between_run_cv}
+                            block_gap_s=gap, run_to_run=floor)
+    seconds = time.perf_counter() - start
+    alone = run_quantile_ci(np.asarray(stats.samples_ms), 0.5, stats.block_sizes)
+    return {"p50": stats.p50_ms, "ci": stats.p50_ci_ms, "ci_alone": alone, "n": stats.n,
+            "seconds": seconds, "cv": stats.between_run_cv}
 
 
 def _artifacts(folder: Path) -> dict[str, Path]:
@@ -119,20 +125,20 @@ def _artifacts(folder: Path) -> dict[str, Path]:
     return paths
 
 
-def _child(name: str, path: Path, blocks: int, gap: float) -> dict[str, Any]:
+def _child(name: str, path: Path, blocks: int, gap: float, floor: Path) -> dict[str, Any]:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, __file__, "--child", ARTIFACTS[name][0], str(path),
-                          str(blocks), str(gap)], capture_output=True, text=True, env=env,
-                         check=True)
+                          str(blocks), str(gap), str(floor)], capture_output=True, text=True,
+                         env=env, check=True)
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def coverage(runs: list[dict[str, Any]]) -> tuple[int, int]:
-    """(pairs where run j's p50 lies in run i's interval, ordered pairs)."""
+def coverage(runs: list[dict[str, Any]], key: str = "ci") -> tuple[int, int]:
+    """(pairs where run j's p50 lies in run i's interval ``key``, ordered pairs)."""
     held = total = 0
     for i, j in itertools.permutations(range(len(runs)), 2):
         total += 1
-        ci = runs[i]["ci"]
+        ci = runs[i][key]
         held += ci is not None and ci[0] <= runs[j]["p50"] <= ci[1]
     return held, total
 
@@ -165,40 +171,67 @@ def _stop(hog: list[subprocess.Popen[bytes]]) -> None:
 
 
 # ------------------------------------------------------------------------------------------ parts
-def repeat_part(runs: int, counts: list[tuple[int, float]],
-                default: tuple[int, float]) -> tuple[float, float]:
+def _calibrate(folder: Path, runs: int, gap_s: float) -> Path:
+    """What ``dse calibrate`` does on the local device, before any artifact is measured: the
+    reference workloads (not the artifacts below) in fresh processes, with the default protocol."""
+    from dse.farm.calibrate import calibrate_device
+    from dse.measure.run_to_run import save
+    from dse.spec import MeasureSpec
+    from dse.spec.loading import load_profile
+
+    profile = load_profile(REPO / "hw_profiles" / "local-cpu.yaml")
+    start = time.perf_counter()
+    found = calibrate_device(profile, MeasureSpec(), device="this machine", runs=runs, gap_s=gap_s)
+    path = folder / "run_to_run.json"
+    save(found, path)
+    print(f"calibration: {found.describe()}; {time.perf_counter() - start:.0f} s, once per device")
+    for name, p50s in found.per_workload.items():
+        print(f"    {name} p50 per run: " + ", ".join(f"{v:.4g}" for v in p50s))
+    return path
+
+
+def _report(name: str, k: tuple[int, float], done: list[dict[str, Any]], key: str) -> tuple[int, int]:
+    h, t = coverage(done, key)
+    p50s = [r["p50"] for r in done]
+    widths = [100 * (r[key][1] - r[key][0]) / 2 / r["p50"] if r[key] else float("inf")
+              for r in done]
+    print("    runs in order (p50 ms, interval ±%): " + ", ".join(
+        f"{r['p50']:.4g} ±{w:.1f}" for r, w in zip(done, widths, strict=True)))
+    print(f"  blocks {k[0]} gap {k[1]:g} s  {name:11s} p50 {min(p50s):.4f}-{max(p50s):.4f} ms "
+          f"(spread {100 * (max(p50s) / min(p50s) - 1):.1f}%)  median ±"
+          f"{statistics.median(widths):.1f}%  coverage {h}/{t}  seconds "
+          f"{statistics.median(r['seconds'] for r in done):.2f}")
+    return h, t
+
+
+def repeat_part(runs: int, counts: list[tuple[int, float]], default: tuple[int, float],
+                calibration_runs: int, calibration_gap_s: float) -> tuple[float, float]:
     results: dict[tuple[str, tuple[int, float]], list[dict[str, Any]]] = {
         (name, k): [] for name in ARTIFACTS for k in counts}
     before = _cpu_busy()
     with tempfile.TemporaryDirectory() as tmp:
+        floor = _calibrate(Path(tmp), calibration_runs, calibration_gap_s)
         paths = _artifacts(Path(tmp))
         for _ in range(runs):  # alternating: a slow minute of the host hits every artifact
             for k in counts:
                 for name in ARTIFACTS:
-                    results[(name, k)].append(_child(name, paths[name], *k))
+                    results[(name, k)].append(_child(name, paths[name], *k, floor))
     print(f"repeat: {_load_since(before)}")
     chosen = (0.0, 0.0)
     for k in counts:
-        held = total = 0
-        for name in ARTIFACTS:
-            done = results[(name, k)]
-            h, t = coverage(done)
-            held, total = held + h, total + t
-            p50s = [r["p50"] for r in done]
-            widths = [100 * (r["ci"][1] - r["ci"][0]) / 2 / r["p50"] if r["ci"] else float("inf")
-                      for r in done]
-            print("    runs in order (p50 ms, interval ±%): " + ", ".join(
-                f"{r['p50']:.4g} ±{w:.1f}" for r, w in zip(done, widths, strict=True)))
-            print(f"  blocks {k[0]} gap {k[1]:g} s  {name:11s} p50 {min(p50s):.4f}-{max(p50s):.4f} ms "
-                  f"(spread {100 * (max(p50s) / min(p50s) - 1):.1f}%)  median ±"
-                  f"{statistics.median(widths):.1f}%  coverage {h}/{t}  seconds "
-                  f"{statistics.median(r['seconds'] for r in done):.2f}")
-        seconds = statistics.median(r["seconds"] for name in ARTIFACTS
-                                    for r in results[(name, k)])
-        print(f"  blocks {k[0]} gap {k[1]:g} s: coverage {held}/{total} = {held / total:.3f}, "
-              f"median seconds per candidate {seconds:.2f}")
-        if k == default:
-            chosen = (held / total, seconds)
+        for key, what in (("ci_alone", "the run's own interval"),
+                          ("ci", "with the calibrated run-to-run floor")):
+            held = total = 0
+            print(f"  {what}:")
+            for name in ARTIFACTS:
+                h, t = _report(name, k, results[(name, k)], key)
+                held, total = held + h, total + t
+            seconds = statistics.median(r["seconds"] for name in ARTIFACTS
+                                        for r in results[(name, k)])
+            print(f"  blocks {k[0]} gap {k[1]:g} s, {what}: coverage {held}/{total} = "
+                  f"{held / total:.3f}, median seconds per candidate {seconds:.2f}")
+            if k == default and key == "ci":
+                chosen = (held / total, seconds)
     return chosen
 
 
@@ -324,6 +357,10 @@ def main() -> None:
                         help="block counts to compare (default: the campaign default only)")
     parser.add_argument("--gaps", type=float, nargs="+", default=None,
                         help="seconds between blocks to compare (default: the campaign default)")
+    parser.add_argument("--calibration-runs", type=int, default=10,
+                        help="runs of `dse calibrate` before the artifacts (its default)")
+    parser.add_argument("--calibration-gap", type=float, default=10.0,
+                        help="seconds between calibration runs (its default)")
     parser.add_argument("--skip", nargs="*", default=[], choices=["repeat", "interference",
                                                                    "front"])
     args = parser.parse_args()
@@ -338,7 +375,8 @@ def main() -> None:
     print(f"cpu count {os.cpu_count()}, one thread per runtime, batch {BATCH}, "
           f"default blocks {spec.blocks}, gap {spec.block_gap_s:g} s")
     if "repeat" not in args.skip:
-        repeat, seconds = repeat_part(args.runs, counts, default)
+        repeat, seconds = repeat_part(args.runs, counts, default, args.calibration_runs,
+                                      args.calibration_gap)
         print(f"BENCH repeat_coverage {repeat:.3f}")
         print(f"BENCH seconds_per_candidate {seconds:.2f}")
     if "interference" not in args.skip:
@@ -354,8 +392,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 6 and sys.argv[1] == "--child":
+    if len(sys.argv) == 7 and sys.argv[1] == "--child":
         print(json.dumps(_one_run(sys.argv[2], sys.argv[3], int(sys.argv[4]),
-                                  float(sys.argv[5]))))
+                                  float(sys.argv[5]), sys.argv[6])))
     else:
         main()

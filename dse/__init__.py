@@ -15,6 +15,8 @@ _API = {
     "run_campaign": "dse.api",
     "write_report": "dse.api",
     "CampaignResult": "dse.api",
+    "calibrate": "dse.calibration",
+    "DeviceCalibration": "dse.calibration",
     "Candidate": "dse.candidate",
     "Measurement": "dse.measurement",
     "METRICS": "dse.metrics",
@@ -41,6 +43,7 @@ __all__ = [
     "CampaignResult",
     "Candidate",
     "DeployedModel",
+    "DeviceCalibration",
     "DseError",
     "GraphStats",
     "InfeasibleCandidate",
@@ -50,6 +53,7 @@ __all__ = [
     "ReplayEvaluator",
     "SpecError",
     "__version__",
+    "calibrate",
     "graph_stats",
     "hypervolume",
     "hypervolume_history",
@@ -72,6 +76,7 @@ if TYPE_CHECKING:
         validate_files,
         write_report,
     )
+    from dse.calibration import DeviceCalibration, calibrate
     from dse.candidate import Candidate
     from dse.exceptions import DseError, SpecError
     from dse.measure.harness import measure_latency, measure_offline

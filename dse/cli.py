@@ -1,4 +1,4 @@
-"""The `dse` command line: run | validate | report | schema | devices | worker | cluster up/down."""
+"""The `dse` command line: run | calibrate | validate | report | schema | devices | worker | cluster."""
 
 from __future__ import annotations
 
@@ -231,6 +231,35 @@ def _print_search_extras(console: Console, result: CampaignResult) -> None:
                 f"warm start: {study.study_name} seeded {len(plan.get('seeded_from_trials', []))} "
                 f"of {plan.get('front_size', 0)} front configurations of {plan['source']} "
                 f"({len(plan.get('skipped', []))} skipped)")
+
+
+@app.command()
+def calibrate(
+        experiment: Annotated[Path, typer.Argument(help="Campaign YAML (experiments/X.yaml).")],
+        runs: Annotated[int, typer.Option(min=2, help="Runs, each in a fresh process.")] = 10,
+        gap_s: Annotated[float, typer.Option(min=0, help="Seconds between runs.")] = 10.0,
+        address: AddressOption = None) -> None:
+    """Measure each device's run-to-run variation once; later campaigns widen every interval on
+    that device to hold it (measurement.run_to_run: auto)."""
+    from dse.calibration import calibrate as calibrate_devices
+
+    console = _console()
+    try:
+        results = calibrate_devices(experiment, runs=runs, gap_s=gap_s, address=address)
+    except DseError as exc:
+        raise _fail(exc) from None
+    except KeyboardInterrupt:
+        console.print("interrupted: no calibration was saved")
+        raise typer.Exit(130) from None
+    for result in results:
+        if result.calibration is None:
+            console.print(f"{result.device_id}: calibration failed: {result.error}", markup=False,
+                          soft_wrap=True)
+            continue
+        console.print(f"{result.device_id}: {result.calibration.describe()}; saved to "
+                      f"{result.path}", markup=False, soft_wrap=True)
+    if any(result.calibration is None for result in results):
+        raise typer.Exit(1)
 
 
 @app.command("report")

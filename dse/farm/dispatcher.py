@@ -387,6 +387,26 @@ class Dispatcher:
                 if done.job.key == key:
                     return done.measurement
 
+    def calibrate(self, measure: MeasureSpec, runs: int, gap_s: float,
+                  timeout_s: float) -> list[dict[str, Any]]:
+        """Every device measures its run-to-run variation (``DeviceWorker.calibrate``), all at
+        once; one result per device, with ``error`` where it failed or ran past ``timeout_s``."""
+        import ray
+
+        self.start()
+        calls = [(device, device.actor.calibrate.remote(measure, runs, gap_s))
+                 for device in self.devices if device.actor is not None]
+        results: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout_s
+        for device, ref in calls:
+            try:
+                done = ray.get(ref, timeout=max(1.0, deadline - time.monotonic()))
+            except (ray.exceptions.RayError, TimeoutError) as exc:
+                done = {"device_id": device.device_id,
+                        "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
+            results.append({"profile": device.profile, **done})
+        return results
+
     def cancel(self) -> None:
         """Stop whatever is in flight (on Ctrl-C): kill every worker and forget the queues; a new
         :meth:`start` brings them back."""

@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dse.build.fingerprint import DEVICE_CACHE_ENV
 from dse.candidate import Candidate
@@ -95,6 +95,36 @@ class DeviceWorker:
         gpus = os.environ.get("CUDA_VISIBLE_DEVICES")
         if gpus is not None:
             self.host["cuda_visible_devices"] = gpus
+        self._load_run_to_run()
+
+    def _load_run_to_run(self) -> None:
+        """This device's calibrated run-to-run variation (``dse calibrate``), or why none."""
+        from dse.farm.calibrate import device_key
+        from dse.measure.run_to_run import calibration_path, load
+
+        self.run_to_run_path = calibration_path(self.cache_dir, self.profile.name,
+                                                device_key(self.host))
+        self.run_to_run, self.run_to_run_note = load(self.run_to_run_path)
+
+    def calibrate(self, measure: MeasureSpec, runs: int, gap_s: float) -> dict[str, Any]:
+        """Measure this device's run-to-run variation (:mod:`dse.farm.calibrate`), save it where
+        later workers of this device read it, and use it from now on: the calibration's figures
+        and file, or the error that stopped it."""
+        from dataclasses import asdict
+
+        from dse.farm.calibrate import calibrate_device
+        from dse.measure.run_to_run import save
+
+        try:
+            with self.node_lock.exclusive():  # a measurement: nothing else on the node meanwhile
+                found = calibrate_device(self.profile, measure, device=self.device_id,
+                                         runs=runs, gap_s=gap_s)
+            save(found, self.run_to_run_path)
+        except (MeasurementError, BuildError, OSError) as exc:
+            return {"device_id": self.device_id, "error": f"{type(exc).__name__}: {exc}"}
+        self._load_run_to_run()
+        return {"device_id": self.device_id, "path": str(self.run_to_run_path),
+                "calibration": asdict(found), "summary": found.describe()}
 
     def ping(self) -> str:
         return self.profile.name
@@ -182,6 +212,7 @@ class DeviceWorker:
             # Why each earlier window was measured again: disturbed, or unstable (a state change
             # inside it); an underpowered one is not, since the same caps stop the next short.
             remeasured_because: list[str] = []
+            floor = self.run_to_run if measure.run_to_run == "auto" else None
             while True:
                 stats = measure_latency(
                     call, target_rel_ci=measure.target_rel_ci, min_iters=measure.min_iters,
@@ -190,7 +221,7 @@ class DeviceWorker:
                     warmup_max_seconds=measure.warmup_max_seconds,
                     required_quantiles=measure.required_quantiles(), blocks=measure.blocks,
                     block_gap_s=measure.block_gap_s,
-                    on_window=None if sustained else window.mark)
+                    on_window=None if sustained else window.mark, run_to_run=floor)
                 # With a sustained run, that run carries the window and is judged instead.
                 disturbance = "" if sustained else _disturbance(window, policy)
                 problem = disturbance or unstable(stats)
@@ -239,6 +270,9 @@ class DeviceWorker:
             "target_met": str(stats.target_met),
             "stationary": str(stats.stationary),
             "halves_shift_pct": f"{stats.halves_shift_pct:.2f}",
+            "run_to_run": (self.run_to_run_note if measure.run_to_run == "auto"
+                           else "off (measurement.run_to_run)"),
+            "run_to_run_cv_p50": f"{stats.run_to_run_cv:.5f}",
             "blocks": str(stats.blocks),
             "block_p50_ms": " ".join(f"{v:.6g}" for v in stats.block_p50_ms),
             "min_samples": str(stats.min_samples),

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from dse.measure.stats import (
     samples_for_ci,
     summarize,
 )
+
+if TYPE_CHECKING:
+    from dse.measure.run_to_run import RunToRun
 
 Timer = Literal["host", "cuda"]
 
@@ -253,6 +256,7 @@ def measure_latency(
     sync: Callable[[], object] | None = None,
     timer: Timer = "host",
     on_window: Callable[[bool], object] | None = None,
+    run_to_run: RunToRun | None = None,
 ) -> LatencyStats:
     """Time ``fn`` until the 95% CI of its median latency is within ±``target_rel_ci`` of it.
 
@@ -271,7 +275,8 @@ def measure_latency(
     within ``target_rel_ci`` x sqrt(blocks), so the pooled one reaches the target); the others
     take as many calls as it did, time caps allowing. The intervals then hold the blocks'
     disagreement too (see :func:`dse.measure.stats.run_quantile_ci`), which is what a later run
-    will see.
+    will see. ``run_to_run``, the device's calibrated run-to-run variation (``dse calibrate``),
+    floors every interval on top (:mod:`dse.measure.run_to_run`).
 
     ``on_window(True)`` / ``on_window(False)`` are called right before the first and right after
     the last timed call, so telemetry covers exactly the timed window (and, between blocks, the
@@ -336,7 +341,7 @@ def measure_latency(
                      first_call_ms=first_call_ms, timer_overhead_ns=overhead,
                      check_seconds=check_seconds, min_samples=floor,
                      required_quantiles=required_quantiles, block_sizes=sizes,
-                     window_calls=window_calls)
+                     window_calls=window_calls, run_to_run=run_to_run)
 
 
 def _keep_busy(fn: Callable[[], object], seconds: float) -> int:

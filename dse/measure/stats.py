@@ -19,12 +19,16 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.stats import binom  # at import, not on first use: its import must not land in a window
 from scipy.stats import t as student_t
 
 from dse.exceptions import MeasurementError
+
+if TYPE_CHECKING:
+    from dse.measure.run_to_run import RunToRun
 
 CONFIDENCE = 0.95
 
@@ -287,6 +291,8 @@ class LatencyStats:
     the blocks' disagreement (:func:`run_quantile_ci`), and ``between_run_cv``, the spread of the
     blocks' medians (``block_p50_ms``). ``window_calls`` counts every call made inside the
     telemetry window, the warm-ups of later blocks included: what energy is shared among.
+    ``run_to_run_cv`` is the device's calibrated run-to-run variation of the median that floored
+    the intervals (:mod:`dse.measure.run_to_run`; NaN when none did).
     """
 
     n: int
@@ -322,6 +328,7 @@ class LatencyStats:
     block_p50_ms: list[float] = field(default_factory=list)
     between_run_cv: float = math.nan
     window_calls: int = 0
+    run_to_run_cv: float = math.nan
     samples_ms: list[float] = field(default_factory=list, repr=False)
 
     @property
@@ -353,11 +360,14 @@ def summarize(samples_ms: Sequence[float], *, seconds: float, target_rel_ci: flo
               first_call_ms: float = float("nan"),
               timer_overhead_ns: float = float("nan"), check_seconds: float = 0.0,
               min_samples: int = 0, required_quantiles: Sequence[float] = (),
-              block_sizes: Sequence[int] = (), window_calls: int = 0) -> LatencyStats:
+              block_sizes: Sequence[int] = (), window_calls: int = 0,
+              run_to_run: RunToRun | None = None) -> LatencyStats:
     """Every statistic of a latency sample (``samples_ms`` in the order they were taken);
     ``underpowered`` when there are fewer than ``min_samples`` or a ``required_quantiles``
     percentile has no CI. ``block_sizes``, when the run was measured in blocks, partitions the
-    samples in order (see :func:`run_quantile_ci`)."""
+    samples in order (see :func:`run_quantile_ci`). ``run_to_run``, the device's calibrated
+    run-to-run variation, widens every interval to at least its floor; ``rel_ci`` and
+    ``target_met`` stay the precision the run itself reached."""
     if len(samples_ms) == 0:
         raise MeasurementError("no latency samples were taken")
     data = np.asarray(samples_ms, dtype=np.float64)
@@ -375,6 +385,8 @@ def summarize(samples_ms: Sequence[float], *, seconds: float, target_rel_ci: flo
     rel_ci = (math.inf if median_ci is None or values["p50"] <= 0 else
               max(values["p50"] - median_ci[0], median_ci[1] - values["p50"]) / values["p50"])
     block_p50 = block_medians(data, sizes) if sizes else []
+    if run_to_run is not None:
+        cis = {name: run_to_run.widen(name, values[name], cis[name]) for name, _ in PERCENTILES}
     return LatencyStats(
         n=len(data), seconds=seconds,
         p50_ms=values["p50"], p90_ms=values["p90"], p95_ms=values["p95"], p99_ms=values["p99"],
@@ -392,6 +404,7 @@ def summarize(samples_ms: Sequence[float], *, seconds: float, target_rel_ci: flo
         block_sizes=sizes, block_p50_ms=block_p50,
         between_run_cv=_spread(block_p50) if sizes else math.nan,
         window_calls=window_calls or len(data),
+        run_to_run_cv=run_to_run.cv.get("p50", math.nan) if run_to_run is not None else math.nan,
         samples_ms=[float(v) for v in data],
     )
 

@@ -718,6 +718,11 @@ class MeasureSpec(Strict):
         description="Seconds between blocks, spent calling the candidate untimed (the device stays "
                     "under the same load): spreads the blocks in time, so the intervals also hold "
                     "what drifts over that time, at that cost per candidate.")
+    run_to_run: Literal["auto", "off"] = Field(
+        default="auto",
+        description="auto: where `dse calibrate` measured this device's run-to-run variation, "
+                    "every interval is at least as wide as it (what a later run of the same "
+                    "candidate would see); off: intervals from the run alone.")
     offline_concurrency: int = Field(
         default=0, ge=0, le=256,
         description="Requests kept in flight for the offline throughput run (0: no such run).")

@@ -4,9 +4,12 @@
    measured RUNS times, each run in its own process, artifacts alternating, with the campaign's
    default protocol (``MeasureSpec()``: blocks, floors, caps). For every ordered pair of runs
    (i, j) of one artifact: is run j's p50 inside run i's reported 95% interval? That is what a
-   user relies on when a second campaign, or a colleague's, measures the same thing.
-   ``repeat_coverage`` is the share of pairs that hold; ``seconds_per_candidate`` the median time
-   the protocol took (warm-ups and blocks included) for the ms-scale artifacts.
+   user relies on when a second campaign, or a colleague's, measures the same thing. First the
+   device is calibrated as ``dse calibrate`` does it (its reference workloads, not these
+   artifacts, in fresh processes spread in time), and every run's intervals carry that floor,
+   as a campaign's do; the coverage of the runs' own intervals is printed beside it.
+   ``repeat_coverage`` is the share of pairs that hold (with the floor);
+   ``seconds_per_candidate`` the median time the protocol took (warm-ups and blocks included).
    With ``--blocks 1 3 5`` every count is measured, interleaved, so the default can be chosen on
    the same machine state; the BENCH lines are for the campaign default.
 2. **Interference.** WINDOWS windows of the real probe ``cpu_interference`` around a real
@@ -20,7 +23,8 @@
    the loaded run's reported front whose measurement_quality is not ok (must be 0);
    ``front_jaccard``: the two reported fronts' overlap, by candidate.
 
-Run: ``.venv/bin/python benchmarks/measure_calibration.py [--runs 10] [--blocks 3]``. Ends with
+Run: ``.venv/bin/python benchmarks/measure_calibration.py [--runs 10] [--blocks 3]
+[--calibration-runs 10] [--calibration-gap 10]``. Ends with
 ``BENCH`` lines. Busy-machine readings (other processes' CPU, steal) are printed beside each part:
 a noisy neighbour outside this VM shows in neither, only in the spread of the numbers.
 """

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dse.exceptions import DeviceError, DseError, SpecError
+from dse.exceptions import DeviceError, DseError, SpecError, Terminated, interrupt_exit_code
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,9 +33,31 @@ AddressOption = Annotated[str | None, typer.Option(
 
 
 def _console(stderr: bool = False) -> Console:
+    """A console that prints text as it is: parameter values, reasons and paths may hold
+    brackets (``[/x]``, a folder ``[draft] v2``) that rich markup would eat or choke on."""
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False)
+    return Console(stderr=stderr, highlight=False, markup=False)
+
+
+def _stop_signals_like_ctrl_c() -> None:
+    """SIGTERM (service managers, containers, batch schedulers) and SIGHUP (a closed terminal) stop
+    a command the way Ctrl-C does; the search loop keeps them so once Ray has started."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise Terminated(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stop)
+
+
+def _stopped_by(exc: KeyboardInterrupt) -> str:
+    import signal
+
+    if isinstance(exc, Terminated):
+        return f"stopped by {signal.Signals(exc.signum).name}"
+    return "interrupted"
 
 
 def _fail(exc: DseError) -> typer.Exit:
@@ -181,6 +203,7 @@ def run(experiment: Annotated[Path, typer.Argument(help="Campaign YAML (experime
     from dse.results import quality_summary
 
     console = _console()
+    _stop_signals_like_ctrl_c()
     try:
         loaded = load_experiment(experiment)
         progress, task = _progress_printer(console)
@@ -196,9 +219,10 @@ def run(experiment: Annotated[Path, typer.Argument(help="Campaign YAML (experime
             result = run_campaign(loaded, on_trial=on_trial, report=report, address=address)
     except DseError as exc:
         raise _fail(exc) from None
-    except KeyboardInterrupt:
-        console.print("interrupted: the study is consistent; run the same command again to resume")
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as exc:
+        console.print(f"{_stopped_by(exc)}: the study is consistent; run the same command again "
+                      f"to resume")
+        raise typer.Exit(interrupt_exit_code(exc)) from None
     if report:
         front = result.pareto()
         console.print(_front_table(front, result.objectives))
@@ -244,13 +268,14 @@ def calibrate(
     from dse.calibration import calibrate as calibrate_devices
 
     console = _console()
+    _stop_signals_like_ctrl_c()
     try:
         results = calibrate_devices(experiment, runs=runs, gap_s=gap_s, address=address)
     except DseError as exc:
         raise _fail(exc) from None
-    except KeyboardInterrupt:
-        console.print("interrupted: no calibration was saved")
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as exc:
+        console.print(f"{_stopped_by(exc)}: no calibration was saved")
+        raise typer.Exit(interrupt_exit_code(exc)) from None
     for result in results:
         if result.calibration is None:
             console.print(f"{result.device_id}: calibration failed: {result.error}", markup=False,
@@ -330,7 +355,7 @@ def cluster_up(
                                                    "no device work runs on the head).")] = 0,
         temp_dir: TempDirOption = None) -> None:
     """Start a Ray head for a device farm, in the background, with token authentication."""
-    from dse.farm.node import RAY_WORKER_PORTS, start_head
+    from dse.farm.node import RAY_WORKER_PORTS, start_head, token_exposure
 
     try:
         head = start_head(port=port, bind=bind, dashboard=dashboard, num_cpus=num_cpus,
@@ -353,6 +378,9 @@ def cluster_up(
         "these ports can run code here.",
         f"stop: dse cluster down --port {port}",
     ]
+    exposure = token_exposure(head.token)
+    if exposure:
+        lines.append(exposure)
     console = _console()
     for line in lines:
         console.print(line, markup=False, soft_wrap=True)

@@ -30,3 +30,18 @@ class DeviceError(DseError):
 
 class MeasurementError(DseError):
     """A measurement could not be taken (runner crashed, no samples)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """A stop signal other than Ctrl-C (SIGTERM from systemd, Docker, Kubernetes or a batch
+    scheduler; SIGHUP when the terminal goes), handled exactly like Ctrl-C: the trials in flight
+    are failed as interrupted, the study stays consistent, and the process exits 128 + signal."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"stopped by signal {signum}")
+
+
+def interrupt_exit_code(exc: KeyboardInterrupt) -> int:
+    """The shell's convention: 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM)."""
+    return 128 + (exc.signum if isinstance(exc, Terminated) else 2)

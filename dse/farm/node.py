@@ -410,7 +410,8 @@ def stop_head(port: int = 6379) -> int:
 
 
 def _ensure_token(ray_cli: str, env: Mapping[str, str]) -> str | None:
-    """Make sure the head has a token to enforce (Ray's own generator writes ~/.ray/auth_token)."""
+    """Make sure the head has a token to enforce (Ray's own generator writes ~/.ray/auth_token),
+    readable by its owner only when dse made it."""
     if env.get("RAY_AUTH_MODE") != "token":
         return None
     if token_source(env, Path.home()) is None:
@@ -419,7 +420,25 @@ def _ensure_token(ray_cli: str, env: Mapping[str, str]) -> str | None:
                               capture_output=True, text=True, check=False)
         if made.returncode != 0:
             raise DeviceError(f"`ray get-auth-token --generate` failed: {made.stderr.strip()}")
+        created = token_source(env, Path.home())
+        if created is not None and Path(created).is_file():
+            # Ray writes it 0644: any local user could read it, join the farm and run code on
+            # every device.
+            Path(created).chmod(0o600)
     return require_token(env)
+
+
+def token_exposure(source: str | None) -> str:
+    """A warning when the token file ``source`` can be read by other users of this machine,
+    else "" (also for a token from the environment, which has no file)."""
+    if source is None or not Path(source).is_file():
+        return ""
+    mode = Path(source).stat().st_mode & 0o777
+    if not mode & 0o077:
+        return ""
+    return (f"warning: the Ray token {source} is readable by other users of this machine "
+            f"(mode {mode:o}): whoever reads it can join the farm and run code on every device; "
+            f"`chmod 600 {source}`")
 
 
 def _accepts(host: str, port: int) -> bool:

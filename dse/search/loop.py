@@ -14,7 +14,8 @@ import itertools
 import math
 import signal
 import threading
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -23,7 +24,7 @@ import numpy as np
 
 from dse.atomic import atomic_write
 from dse.candidate import Candidate
-from dse.exceptions import DseError
+from dse.exceptions import DseError, Terminated
 from dse.farm.dispatcher import Done, Job
 from dse.farm.isolation import NodeLock, current_node_id
 from dse.measurement import Measurement
@@ -111,30 +112,60 @@ class _StickyInterrupt:
     """Ctrl-C that cannot be lost. Python drops an exception raised inside a finaliser or a weakref
     callback (it prints "Exception ignored in ..."), so a SIGINT that lands while one runs (the
     database layer has some) would be forgotten and the run would go on. The handler records the
-    interrupt as well as raising it, and the loop checks the record on every turn. Installed only
-    in the main thread and only over Python's default handler (never over one the caller set)."""
+    interrupt as well as raising it, and the loop checks the record on every turn.
+
+    SIGTERM and SIGHUP are handled the same way (raising :class:`~dse.exceptions.Terminated`):
+    Ray's driver handler would otherwise turn SIGTERM into ``sys.exit`` mid-trial and abort on the
+    way out. Installed only in the main thread, and only over Python's default handler or Ray's
+    (never over one the caller set)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self) -> None:
-        self.seen = False
-        self._previous: Any = None
+        self.seen: KeyboardInterrupt | None = None
+        self._previous: dict[int, Any] = {}
+        self._deferring = 0
 
     def __enter__(self) -> _StickyInterrupt:
-        if (threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        for signum in self.SIGNALS:
+            if _replaceable(signal.getsignal(signum)):
+                self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
     def _handle(self, signum: int, frame: object) -> None:
-        self.seen = True
-        raise KeyboardInterrupt
+        self.seen = KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+        if not self._deferring:
+            raise self.seen
 
     def check(self) -> None:
-        if self.seen:
-            raise KeyboardInterrupt
+        if self.seen is not None:
+            raise self.seen
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Hold an interrupt back until the block is done (then raise it): a trial is created
+        and recorded as this run's in one step, so an interrupt never leaves one RUNNING that
+        the run does not know it owns."""
+        self._deferring += 1
+        try:
+            yield
+        finally:
+            self._deferring -= 1
+        if not self._deferring:
+            self.check()
 
     def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+
+
+def _replaceable(handler: Any) -> bool:
+    """Python's defaults, and Ray's driver handler; not a handler the caller installed."""
+    if handler in (signal.default_int_handler, signal.SIG_DFL):
+        return True
+    return str(getattr(handler, "__module__", "")).startswith("ray.")
 
 
 class SearchLoop:
@@ -173,6 +204,9 @@ class SearchLoop:
         self._keys = itertools.count()
         self.failed_here = 0
         self.last_failure = ""
+        # Every trial this run created, by profile: an interrupt fails those still RUNNING.
+        self.asked: dict[str, set[int]] = {}
+        self._interrupts = _StickyInterrupt()  # not installed: the run installs its own
         self.node_lock = NodeLock(current_node_id())
 
     @property
@@ -286,7 +320,9 @@ class SearchLoop:
     def _ask(self, search: _DeviceSearch) -> None:
         """Ask the profile's study for one candidate: reuse a known result, follow an identical
         candidate in flight, or hand it to the farm."""
-        trial = search.study.ask()
+        with self._interrupts.deferred():
+            trial = search.study.ask()
+            self.asked.setdefault(search.profile.name, set()).add(trial.number)
         pending = _Pending(search.profile.name, trial, suggest_candidate(
             trial, self.space, search.profile,
             capabilities=search.profile.name not in self.evaluated))
@@ -382,6 +418,7 @@ class SearchLoop:
         from dse.results.write_failure import RESUME_ADVICE, refused_writes_as_errors
 
         with _StickyInterrupt() as interrupts, refused_writes_as_errors(self.run_dir, RESUME_ADVICE):
+            self._interrupts = interrupts
             self._run(interrupts)
 
     def _run(self, interrupts: _StickyInterrupt) -> None:
@@ -427,6 +464,22 @@ class SearchLoop:
                 f"{self.failed_here} failed or infeasible trials in this run ({done_count} of "
                 f"{budget.trials * len(self.searches)} completed); last: {self.last_failure}")
 
+    def _running_here(self) -> dict[str, list[optuna.trial.Trial]]:
+        """This run's trials still RUNNING, by profile: those in flight, and any an interrupt
+        caught between their creation and their hand-over to a device."""
+        import optuna
+
+        running: dict[str, list[optuna.trial.Trial]] = {}
+        for profile, numbers in self.asked.items():
+            study = self.searches[profile].study
+            for frozen in study.get_trials(deepcopy=False,
+                                           states=(optuna.trial.TrialState.RUNNING,)):
+                if frozen.number in numbers:
+                    # A live handle on a stored trial, by its storage id (Optuna's own way in).
+                    running.setdefault(profile, []).append(
+                        optuna.trial.Trial(study, frozen._trial_id))
+        return running
+
     def _abandon(self, exc: BaseException) -> None:
         """Leave every study consistent, nothing half-written, and say what happened."""
         from optuna.exceptions import StorageInternalError
@@ -435,19 +488,25 @@ class SearchLoop:
 
         self.dispatcher.cancel()
         interrupted = isinstance(exc, KeyboardInterrupt)
-        for pending in self.pending.values():
-            trial = pending.trial
-            try:
-                trial.set_user_attr("status", "failed")
-                trial.set_user_attr("interrupted", True)
-                trial.set_user_attr("reason", "interrupted before the measurement finished"
-                                    if interrupted else f"dse error: {type(exc).__name__}: {exc}")
-                self.searches[pending.profile].study.tell(trial, state=TrialState.FAIL,
-                                                          skip_if_finished=True)
-            except (StorageInternalError, SQLAlchemyError, OSError):
-                # The study cannot be written any more (a full disk): leave the trials RUNNING,
-                # as a killed driver does; the next run's recovery fails and re-queues them.
-                # The error that stopped the run is raised by the caller.
-                break
+        if isinstance(exc, Terminated):
+            reason = (f"stopped by {signal.Signals(exc.signum).name} before the measurement "
+                      f"finished")
+        elif interrupted:
+            reason = "interrupted before the measurement finished"
+        else:
+            reason = f"dse error: {type(exc).__name__}: {exc}"
+        try:
+            for profile, trials in self._running_here().items():
+                study = self.searches[profile].study
+                for trial in trials:
+                    trial.set_user_attr("status", "failed")
+                    trial.set_user_attr("interrupted", True)
+                    trial.set_user_attr("reason", reason)
+                    study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+        except (StorageInternalError, SQLAlchemyError, OSError):
+            # The study cannot be written any more (a full disk): leave the trials RUNNING,
+            # as a killed driver does; the next run's recovery fails and re-queues them.
+            # The error that stopped the run is raised by the caller.
+            pass
         self.pending.clear()
         self.followers.clear()

@@ -16,6 +16,7 @@ from dse.farm.node import (
     KIND_LABEL,
     PROFILE_LABEL,
     WORKER_LABEL,
+    _ensure_token,
     check_bind,
     connect,
     head_command,
@@ -24,6 +25,7 @@ from dse.farm.node import (
     parse_gpus,
     ray_executable,
     require_token,
+    token_exposure,
     token_source,
     worker_command,
 )
@@ -200,3 +202,24 @@ def test_a_replay_profile_never_joins_a_farm() -> None:
     replay = load_model(REPO / "hw_profiles" / "replay" / "replay-example.yaml", HardwareProfile)
     with pytest.raises(DeviceError, match=r"is a replay device.*never joins a farm"):
         start_worker(replay, "127.0.0.1:1")
+
+
+def test_a_token_dse_generates_is_readable_by_its_owner_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    env = {"RAY_AUTH_MODE": "token", "HOME": str(tmp_path), "PATH": os.environ.get("PATH", "")}
+    source = _ensure_token(ray_executable(), env)  # Ray's own generator, as `dse cluster up` runs it
+    token = tmp_path / ".ray" / "auth_token"
+    assert source == str(token)
+    assert token.stat().st_mode & 0o777 == 0o600
+    assert token_exposure(source) == ""
+
+
+def test_a_token_others_can_read_is_warned_about(tmp_path: Path) -> None:
+    token = tmp_path / "auth_token"
+    token.write_text("secret")
+    token.chmod(0o644)
+    warning = token_exposure(str(token))
+    assert "readable by other users" in warning and "mode 644" in warning
+    assert f"chmod 600 {token}" in warning
+    assert token_exposure("RAY_AUTH_TOKEN") == "" and token_exposure(None) == ""

@@ -1,0 +1,70 @@
+"""SIGTERM and SIGHUP stop `dse run` the way Ctrl-C does: trials in flight failed as interrupted,
+exit 128 + the signal, no stack dump, and no trial left RUNNING."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from dse.exceptions import Terminated, interrupt_exit_code
+from dse.search.loop import _StickyInterrupt
+from tests.cli.test_run import _start
+from tests.conftest import tiny_experiment_text
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_mid_campaign_ends_it_like_ctrl_c(tiny_campaign: Path,
+                                                        stop: signal.Signals) -> None:
+    name = f"stopped-{stop.name.lower()}"
+    tiny_campaign.write_text(tiny_experiment_text(8, name=name))
+    proc = _start(tiny_campaign)
+    assert proc.stdout is not None
+    output, finished = [], 0
+    deadline = time.monotonic() + 240
+    while finished < 1 and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        output.append(line)
+        finished += line.startswith("#")
+    assert finished == 1, "".join(output)
+    proc.send_signal(stop)
+    rest, _ = proc.communicate(timeout=120)
+    out = "".join(output) + rest
+    assert proc.returncode == 128 + stop, out
+    assert "Traceback" not in out and "SIGABRT" not in out and "*** " not in out
+    assert f"stopped by {stop.name}: the study is consistent" in out
+
+    storage = f"sqlite:///{tiny_campaign.parent / 'runs' / name / 'study.db'}"
+    trials = optuna.load_study(study_name=name, storage=storage).trials
+    assert optuna.trial.TrialState.RUNNING not in [t.state for t in trials]
+    for trial in trials:
+        if trial.user_attrs.get("interrupted"):
+            assert trial.state == optuna.trial.TrialState.FAIL
+            assert trial.user_attrs["reason"] == (f"stopped by {stop.name} before the "
+                                                  f"measurement finished")
+
+
+def test_sigterm_and_sighup_raise_terminated_and_ctrl_c_stays_a_keyboard_interrupt() -> None:
+    with _StickyInterrupt() as interrupts:
+        with pytest.raises(Terminated) as caught:
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert caught.value.signum == signal.SIGTERM
+        assert interrupt_exit_code(caught.value) == 143
+        with pytest.raises(Terminated):
+            interrupts.check()  # remembered, as Ctrl-C is
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert interrupt_exit_code(KeyboardInterrupt()) == 130
+
+
+def test_an_interrupt_inside_a_deferred_block_is_raised_when_it_ends() -> None:
+    reached_end = False
+    with _StickyInterrupt() as interrupts, pytest.raises(KeyboardInterrupt), interrupts.deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+        reached_end = True  # the block finishes: the trial it creates is recorded
+    assert reached_end

@@ -1,20 +1,30 @@
-"""Reliability figures of issue 9: spec fuzzing and driver chaos, with their targets.
+"""Reliability figures of issues 9 and 16: spec fuzzing, driver chaos, racing drivers and
+attacks on the report server, with their targets.
 
-Runs ``reliability_fuzz.py`` (malformed specs through ``dse validate``: each must be rejected
-with a clear message, never a traceback) and ``reliability_chaos.py`` (a campaign's driver
-SIGKILLed at random points of its search loop and rerun: nothing lost, nothing measured twice),
-each in its own process, and collects their ``BENCH`` lines.
+Runs ``reliability_fuzz.py`` (malformed and hostile specs through ``dse validate``: alias bombs,
+huge scalars, oversize and special files; each rejected with a clear message, never a traceback,
+within bounded time and memory), ``reliability_chaos.py`` (a campaign's driver SIGKILLed at
+random points of its search loop and rerun: nothing lost, nothing measured twice),
+``reliability_drivers.py`` (two drivers of one campaign started together: one runs it, the other
+is refused) and ``reliability_serve.py`` (Host, path, link, NUL and idle-connection attacks on
+``dse report --serve``), each in its own process, and collects their ``BENCH`` lines.
 
 Ends with exactly these lines, in this order::
 
-    BENCH fuzz_cases <n>           target >= 200
-    BENCH fuzz_tracebacks <n>      target 0
-    BENCH chaos_kills <n>          target >= 10 (kills that landed in the search loop)
-    BENCH trials_lost <n>          target 0
-    BENCH trials_duplicated <n>    target 0
+    BENCH fuzz_cases <n>                     target >= 500
+    BENCH fuzz_tracebacks <n>                target 0
+    BENCH fuzz_max_seconds <n>               target <= 5 (slowest case, rounded up)
+    BENCH fuzz_max_rss_mb <n>                target <= 500
+    BENCH chaos_kills <n>                    target >= 10 (kills that landed in the search loop)
+    BENCH trials_lost <n>                    target 0
+    BENCH trials_duplicated <n>              target 0
+    BENCH concurrent_drivers_races <n>       target >= 10
+    BENCH concurrent_drivers_duplicated <n>  target 0
+    BENCH concurrent_drivers_lost <n>        target 0
+    BENCH serve_attacks_failed <n>           target 0
 
 Exit status 1 when a target is missed or a part did not report its figure.
-Usage: ``python benchmarks/reliability.py [--cases 300] [--kills 12] [--seed 0]``.
+Usage: ``python benchmarks/reliability.py [--cases 520] [--kills 12] [--races 10] [--seed 0]``.
 """
 
 from __future__ import annotations
@@ -32,11 +42,17 @@ REPO = HERE.parent
 
 # name -> (comparison, target, what the target means)
 TARGETS: dict[str, tuple[Callable[[int, int], bool], int, str]] = {
-    "fuzz_cases": (operator.ge, 200, ">= 200"),
+    "fuzz_cases": (operator.ge, 500, ">= 500"),
     "fuzz_tracebacks": (operator.eq, 0, "0"),
+    "fuzz_max_seconds": (operator.le, 5, "<= 5"),
+    "fuzz_max_rss_mb": (operator.le, 500, "<= 500"),
     "chaos_kills": (operator.ge, 10, ">= 10"),
     "trials_lost": (operator.eq, 0, "0"),
     "trials_duplicated": (operator.eq, 0, "0"),
+    "concurrent_drivers_races": (operator.ge, 10, ">= 10"),
+    "concurrent_drivers_duplicated": (operator.eq, 0, "0"),
+    "concurrent_drivers_lost": (operator.eq, 0, "0"),
+    "serve_attacks_failed": (operator.eq, 0, "0"),
 }
 
 
@@ -63,35 +79,46 @@ def _bench(script: str, *options: str) -> tuple[dict[str, int], float, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=300, help="fuzz cases to generate")
+    parser.add_argument("--cases", type=int, default=520, help="fuzz cases to generate")
+    parser.add_argument("--races", type=int, default=10, help="races of two drivers")
     parser.add_argument("--kills", type=int, default=12, help="kills in the loop to reach")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     started = time.monotonic()
 
-    print("== fuzz: malformed specs through `dse validate`", flush=True)
-    fuzz, fuzz_s, fuzz_rc = _bench("reliability_fuzz.py", "--cases", str(args.cases),
-                                   "--seed", str(args.seed))
-    print("== chaos: the driver SIGKILLed mid-campaign, then rerun", flush=True)
-    chaos, chaos_s, chaos_rc = _bench("reliability_chaos.py", "--kills", str(args.kills),
-                                      "--seed", str(args.seed))
-    figures = {**fuzz, **chaos}
+    parts = [
+        ("fuzz: malformed and hostile specs through `dse validate`", "reliability_fuzz.py",
+         ["--cases", str(args.cases), "--seed", str(args.seed)]),
+        ("chaos: the driver SIGKILLed mid-campaign, then rerun", "reliability_chaos.py",
+         ["--kills", str(args.kills), "--seed", str(args.seed)]),
+        ("drivers: two `dse run` of one campaign at once", "reliability_drivers.py",
+         ["--races", str(args.races), "--seed", str(args.seed)]),
+        ("serve: attacks on `dse report --serve`", "reliability_serve.py", []),
+    ]
+    figures: dict[str, int] = {}
+    exits: dict[str, int] = {}
+    for title, script, options in parts:
+        print(f"== {title}", flush=True)
+        found, seconds, code = _bench(script, *options)
+        figures.update(found)
+        exits[script] = code
+        print(f"   {script}: {seconds:.1f} s, exit {code}", flush=True)
 
     print("== summary")
-    print(f"fuzz:  {fuzz_s:.1f} s, exit {fuzz_rc}; chaos: {chaos_s:.1f} s, exit {chaos_rc}; "
-          f"total {time.monotonic() - started:.1f} s")
+    print(f"total {time.monotonic() - started:.1f} s")
     missed = []
     for name, (holds, target, meaning) in TARGETS.items():
         value = figures.get(name)
         verdict = "missing" if value is None else "ok" if holds(value, target) else "MISSED"
-        print(f"{name:18} {value if value is not None else '-':>5}   target {meaning:5}  {verdict}")
+        print(f"{name:30} {value if value is not None else '-':>5}   target {meaning:5}  {verdict}")
         if verdict != "ok":
             missed.append(name)
-    if fuzz_rc or chaos_rc:
-        print(f"a part exited non-zero (fuzz {fuzz_rc}, chaos {chaos_rc}): see its output above")
+    failed = {script: code for script, code in exits.items() if code}
+    if failed:
+        print(f"a part exited non-zero ({failed}): see its output above")
     for name in TARGETS:
         print(f"BENCH {name} {figures.get(name, -1)}")
-    return 1 if missed or fuzz_rc or chaos_rc else 0
+    return 1 if missed or failed else 0
 
 
 if __name__ == "__main__":

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 
     from dse.backends.base import Backend
     from dse.results.fidelity import ScreeningSummary
+    from dse.search.lease import Lease
     from dse.search.loop import JobDispatcher
     from dse.spec import HardwareProfile
     from dse.spec.loading import Evaluator
@@ -241,10 +244,34 @@ def _report_what_fits(experiment: Experiment, run_dir: Path) -> None:
             raise
 
 
+@contextmanager
+def _campaign_lease(experiment: Experiment,
+                    on_notice: Callable[[str], object] | None) -> Iterator[Lease]:
+    """Hold the campaign's lease (one driver per campaign) while the block runs; a lease taken
+    over from a dead driver is said once, through ``on_notice`` and the ``dse`` logger."""
+    from dse.results.study_file import check_writable_run_folder
+    from dse.results.write_failure import RESUME_ADVICE, refused_writes_as_errors
+    from dse.search.lease import Lease
+    from dse.search.study import storage_url
+
+    with refused_writes_as_errors(experiment.run_dir, RESUME_ADVICE):
+        experiment.run_dir.mkdir(parents=True, exist_ok=True)
+    check_writable_run_folder(experiment.run_dir)
+    with Lease(storage_url(experiment.run_dir), experiment.name,
+               where=str(experiment.path)) as lease:
+        if lease.took_over:
+            notice = f"campaign {experiment.name}: took over the lease of {lease.took_over}"
+            logging.getLogger("dse").warning(notice)
+            if on_notice is not None:
+                on_notice(notice)
+        yield lease
+
+
 def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
                  on_trial: ProgressCallback | None = None, report: bool = True,
                  address: str | None = None,
-                 evaluator: Evaluator | None = None) -> CampaignResult:
+                 evaluator: Evaluator | None = None,
+                 on_notice: Callable[[str], object] | None = None) -> CampaignResult:
     """Run (or resume) a campaign until every device profile's budget of completed trials is met.
 
     Without an address (argument, else the experiment's ``farm.address``) an embedded local Ray
@@ -253,9 +280,11 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
     and the dashboard. Ctrl-C leaves the studies consistent; calling again resumes.
 
     A custom ``evaluator`` (else the experiment's ``evaluator:``), ``function(candidate) ->
-    {metric: value}``, measures the candidates of every device but replay ones, in this process,
-    instead of the farm; a replay device's candidates are served from its recorded table (see
-    ``dse.search.evaluators``). Ray starts only for the devices left to the farm, if any.
+    {metric: value}``, measures the candidates of every device but replay ones instead of the
+    farm, under ``budget.trial_timeout_s``: an importable function in a worker process on this
+    machine, any other callable in a thread of this process; a replay device's candidates are
+    served from its recorded table (see ``dse.search.evaluators``). Ray starts only for the
+    devices left to the farm, if any.
     """
     from dse.results.write_failure import RESUME_ADVICE, refused_writes_as_errors
     from dse.search.loop import SearchLoop
@@ -270,23 +299,25 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
     run_dir = experiment.run_dir
     profiles = list(experiment.devices)
     farm_names = {p.name for p in on_farm}
-    with refused_writes_as_errors(run_dir, RESUME_ADVICE):
-        studies = open_experiment_studies(
-            experiment, evaluated=[p.name for p in profiles if p.name not in farm_names])
-        declared = [spec.to_dict() for spec in experiment.space.metric_specs()]
-        for study in studies.values():
-            # Results and reports read units and directions of declared metrics from the study.
-            study.set_user_attr("metrics", declared)
-    dispatcher = _dispatcher(experiment, evaluator, on_farm, address)
-    loop = SearchLoop(experiment, studies, dispatcher, run_dir, on_trial=on_trial,
-                      evaluated=[p.name for p in profiles if p.name not in farm_names])
-    try:
-        loop.run()
-    except DseError:
-        if report:  # the run stopped (too many failures, a full disk): what was measured still
-            _report_what_fits(experiment, run_dir)  # gets its tables, where the disk allows
-        raise
-    finally:
-        dispatcher.cancel()  # the workers go; caches on disk stay for the next run
+    with _campaign_lease(experiment, on_notice) as lease:
+        with refused_writes_as_errors(run_dir, RESUME_ADVICE):
+            studies = open_experiment_studies(
+                experiment, evaluated=[p.name for p in profiles if p.name not in farm_names])
+            declared = [spec.to_dict() for spec in experiment.space.metric_specs()]
+            for study in studies.values():
+                # Results and reports read units and directions of declared metrics from it.
+                study.set_user_attr("metrics", declared)
+        dispatcher = _dispatcher(experiment, evaluator, on_farm, address)
+        loop = SearchLoop(experiment, studies, dispatcher, run_dir, on_trial=on_trial,
+                          evaluated=[p.name for p in profiles if p.name not in farm_names],
+                          lease_check=lease.check)
+        try:
+            loop.run()
+        except DseError:
+            if report:  # the run stopped (too many failures, a full disk): what was measured
+                _report_what_fits(experiment, run_dir)  # still gets its tables, where it fits
+            raise
+        finally:
+            dispatcher.cancel()  # the workers go; caches on disk stay for the next run
     dashboard = write_report(experiment)[2] if report else None
     return CampaignResult(experiment, run_dir, dashboard)

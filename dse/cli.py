@@ -216,7 +216,8 @@ def run(experiment: Annotated[Path, typer.Argument(help="Campaign YAML (experime
         console.print(f"campaign {loaded.name}: {loaded.spec.budget.trials} trials on "
                       f"{', '.join(d.name for d in loaded.devices)}; run folder {loaded.run_dir}")
         with progress:  # type: ignore[attr-defined]
-            result = run_campaign(loaded, on_trial=on_trial, report=report, address=address)
+            result = run_campaign(loaded, on_trial=on_trial, report=report, address=address,
+                                  on_notice=console.print)
     except DseError as exc:
         raise _fail(exc) from None
     except KeyboardInterrupt as exc:

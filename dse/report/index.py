@@ -9,6 +9,8 @@ an older dse) is still listed, by file name, with its figures shown as unknown.
 from __future__ import annotations
 
 import html
+import os
+import stat
 from collections.abc import Sequence
 from datetime import datetime
 from html.parser import HTMLParser
@@ -112,12 +114,26 @@ def read_dashboard_meta(path: Path) -> DashboardMeta:
                                                if d.strip()])
 
 
+def _regular_inside(path: Path, root: Path) -> bool:
+    """A regular file that stays inside ``root`` once links are resolved: reading a FIFO named
+    ``x.html`` would block the index for ever, and a link out would show another file's head."""
+    base = os.path.realpath(root)
+    real = os.path.realpath(path)
+    if os.path.commonpath([base, real]) != base:
+        return False
+    try:
+        return stat.S_ISREG(os.stat(real).st_mode)
+    except OSError:
+        return False
+
+
 def dashboard_entries(dashboards_dir: Path) -> list[DashboardEntry]:
     """Every dashboard in ``dashboards_dir`` (``*.html`` but the index itself and the hidden
     temporary files of an atomic write), sorted by name."""
     entries = []
     for path in dashboards_dir.glob("*.html"):
-        if path.name == INDEX_FILE or path.name.startswith("."):
+        if path.name == INDEX_FILE or path.name.startswith(".") \
+                or not _regular_inside(path, dashboards_dir):
             continue
         try:
             meta = read_dashboard_meta(path)

@@ -5,30 +5,46 @@ A request for a watched campaign's page first rebuilds the page from its run fol
 study changed since the last build (so a reload shows the new trials), and while the campaign is
 live the page carries a ``<meta http-equiv="refresh">`` so the browser reloads it by itself. The
 index (``index.html``, :mod:`dse.report.index`) is rewritten on each request for it. Nothing is
-rebuilt while nobody looks.
+rebuilt while nobody looks. A rebuild that fails (the study is being created, or written right
+now) keeps the last good page, logs one line and is tried again on the next request.
 
 The server binds to 127.0.0.1 only: the pages show the study's configurations and host
-provenance, and nothing here authenticates a reader.
+provenance, and nothing here authenticates a reader. So it also refuses what would let another
+party read them through the reader's browser or this machine: a ``Host`` other than its own
+address (DNS rebinding), a path out of the dashboards folder (``..``, links), folders (no
+listings), and anything but regular files; every response forbids framing, sniffing and loads
+from elsewhere. Connections hold no thread until they send a request, a fixed pool of threads
+serves them, and every wait on a client has a timeout.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
 import logging
+import mimetypes
+import os
+import queue
+import selectors
+import shutil
+import socket
+import sqlite3
+import stat
+import sys
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from http import HTTPStatus
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit
+from typing import Any, BinaryIO
+from urllib.parse import quote, unquote
 
 from optuna.exceptions import StorageInternalError
 from optuna.storages import RDBStorage
 from optuna.trial import TrialState
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import SQLAlchemyError
 
 from dse.exceptions import DseError
 from dse.report.dashboard import write_dashboard
@@ -41,6 +57,32 @@ DEFAULT_REFRESH_SECONDS = 5.0
 # After its last write a study stays live this long even with no trial running: the loop tells
 # one trial before it asks for the next, and a sampler may think for a while in between.
 IDLE_SECONDS = 60.0
+# How long a connection may wait before it sends its request, and each read or write on it.
+TIMEOUT_SECONDS = 5.0
+HANDLER_THREADS = 16
+# Connections whose request has begun to arrive, waiting for a thread; one more gets a 503.
+MAX_QUEUED = 64
+# Connections that have sent nothing yet; one more pushes out the oldest, so a flood of idle
+# connections cannot lock a new reader out.
+MAX_WAITING = 128
+# The pages are self-contained: inline styles and scripts (plotly.js, the tables' sort handler),
+# images plotly makes as data: or blob: URLs. Nothing is fetched, sent or framed.
+CONTENT_SECURITY_POLICY = "; ".join([
+    "default-src 'none'", "script-src 'unsafe-inline'", "style-src 'unsafe-inline'",
+    "img-src data: blob:", "font-src data:", "base-uri 'none'", "form-action 'none'",
+    "frame-ancestors 'none'"])
+SECURITY_HEADERS = (
+    ("X-Content-Type-Options", "nosniff"),
+    ("X-Frame-Options", "DENY"),
+    ("Content-Security-Policy", CONTENT_SECURITY_POLICY),
+    ("Cross-Origin-Resource-Policy", "same-origin"),
+    ("Referrer-Policy", "no-referrer"),
+)
+# What reading a study that the campaign is still writing can raise: no study or attributes yet
+# (DseError, KeyError of a metric declared later), a database half created or locked (SQLAlchemy,
+# Optuna, sqlite3), a half-written value (ValueError), a file replaced meanwhile (OSError).
+_STUDY_READ_ERRORS = (DseError, SQLAlchemyError, StorageInternalError, sqlite3.Error, LookupError,
+                      ValueError, OSError)
 _LOG = logging.getLogger(__name__)
 
 
@@ -60,12 +102,14 @@ class LiveCampaign:
 
 @dataclass
 class _Watch:
-    """What the server last saw of one campaign; ``lock`` serialises its rebuilds."""
+    """What the server last saw of one campaign; ``lock`` serialises its rebuilds; ``error`` is
+    the last rebuild's failure, logged once."""
 
     campaign: LiveCampaign
     lock: threading.Lock = field(default_factory=threading.Lock)
     fingerprint: tuple[tuple[str, int, int], ...] | None = None
     running: bool = False
+    error: str | None = None
 
 
 def study_fingerprint(run_dir: Path) -> tuple[tuple[str, int, int], ...]:
@@ -75,11 +119,17 @@ def study_fingerprint(run_dir: Path) -> tuple[tuple[str, int, int], ...]:
     for suffix in ("", "-wal", "-journal"):
         path = run_dir / f"{STUDY_FILE}{suffix}"
         try:
-            stat = path.stat()
+            stat_result = path.stat()
         except FileNotFoundError:
             continue
-        stamps.append((path.name, stat.st_mtime_ns, stat.st_size))
+        stamps.append((path.name, stat_result.st_mtime_ns, stat_result.st_size))
     return tuple(stamps)
+
+
+def study_started(fingerprint: tuple[tuple[str, int, int], ...]) -> bool:
+    """Whether the study database exists and holds something: SQLite creates the file empty
+    before it writes the schema, and there is nothing to read until then."""
+    return any(name == STUDY_FILE and size > 0 for name, _, size in fingerprint)
 
 
 def has_running_trials(run_dir: Path) -> bool:
@@ -118,24 +168,93 @@ def waiting_page(campaign: LiveCampaign, why: str) -> bytes:
             f"<p>{html.escape(why)}</p>\n</body>\n</html>\n").encode()
 
 
+class BadRequestPath(ValueError):
+    """A request target that cannot name a file of the dashboards folder (400, not 404)."""
+
+
+def request_name(target: str) -> str:
+    """The file a request target names, relative to the dashboards folder (``""``: the folder
+    itself): query and fragment dropped, escapes decoded as UTF-8, ``.`` and empty segments
+    dropped.
+
+    Raises:
+        BadRequestPath: the target is not a path, its escapes are not UTF-8, it holds a control
+            character (NUL among them) or a ``..`` segment.
+    """
+    path = target.split("?", 1)[0].split("#", 1)[0]
+    if not path.startswith("/"):
+        raise BadRequestPath(f"request target {target[:80]!r} is not a path")
+    try:
+        name = unquote(path, errors="strict")
+    except UnicodeDecodeError:
+        raise BadRequestPath("request path is not UTF-8") from None
+    if any(ord(char) < 32 or ord(char) == 127 for char in name):
+        raise BadRequestPath("request path holds a control character")
+    parts = [part for part in name.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise BadRequestPath("request path holds '..'")
+    return "/".join(parts)
+
+
+def open_inside(root: Path, name: str) -> BinaryIO | None:
+    """The regular file ``root/name`` open for reading, or None where there is none: missing,
+    a folder (no listings), not a regular file (opening a FIFO would hold a thread), or outside
+    ``root`` once every link is resolved (no link leads out of the dashboards folder)."""
+    base = os.path.realpath(root)
+    real = os.path.realpath(os.path.join(base, name))  # unlike Path.resolve, no error on loops
+    if os.path.commonpath([base, real]) != base or real == base:
+        return None
+    try:
+        # O_NOFOLLOW: a link put in its place since the check is not followed either.
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")
+
+
+def allowed_hosts(host: str, port: int) -> frozenset[str]:
+    """The ``Host`` values a request to ``host:port`` may carry: the loopback names and the
+    bound address, with the port (also without it on port 80, as browsers send it). A page
+    reached under any other name was resolved to this machine by someone else's DNS."""
+    names = {"localhost", "127.0.0.1", _address_literal(host).lower()}
+    return frozenset({f"{name}:{port}" for name in names} | (names if port == 80 else set()))
+
+
+def _address_literal(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _one_line(exc: BaseException) -> str:
+    """``Type: first line of the message``, cut short: SQLAlchemy adds the statement and a URL
+    on further lines, and an unknown metric lists every known one."""
+    lines = str(exc).splitlines()
+    text = f"{type(exc).__name__}: {lines[0] if lines else ''}"
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
 class DashboardServer:
     """Serves ``dashboards_dir`` on ``host:port`` (port 0: any free port) and keeps the pages of
     ``campaigns`` current. A campaign is live (its page reloads every ``refresh_seconds``)
     while a trial of it runs or waits, and for ``idle_seconds`` after its study database was
-    last written.
+    last written. ``timeout_seconds`` bounds how long a connection may stay silent.
 
     Life cycle: construct (binds the port), then :meth:`serve_forever` in the foreground or
     :meth:`start` in a background thread, and :meth:`close` (or leave the ``with`` block).
-    Thread safety: requests are served on their own threads; rebuilds of one campaign are
+    Thread safety: requests are served on a fixed pool of threads; rebuilds of one campaign are
     serialised, and pages are replaced atomically, so a reader never sees half a page.
     """
 
     def __init__(self, dashboards_dir: Path, campaigns: Sequence[LiveCampaign] = (), *,
                  host: str = HOST, port: int = DEFAULT_PORT,
                  refresh_seconds: float = DEFAULT_REFRESH_SECONDS,
-                 idle_seconds: float = IDLE_SECONDS) -> None:
-        if refresh_seconds <= 0:
-            raise ValueError(f"refresh_seconds must be > 0, but got {refresh_seconds}")
+                 idle_seconds: float = IDLE_SECONDS,
+                 timeout_seconds: float = TIMEOUT_SECONDS) -> None:
+        if refresh_seconds <= 0 or timeout_seconds <= 0:
+            raise ValueError(f"refresh_seconds and timeout_seconds must be > 0, but got "
+                             f"{refresh_seconds=}, {timeout_seconds=}")
         self.dashboards_dir = dashboards_dir
         self.refresh_seconds = refresh_seconds
         self.idle_seconds = idle_seconds
@@ -143,9 +262,8 @@ class DashboardServer:
         self._index_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         dashboards_dir.mkdir(parents=True, exist_ok=True)
-        handler = partial(_Handler, directory=str(dashboards_dir))
         try:
-            self._http = _Server((host, port), handler, self)
+            self._http = _Server((host, port), self, timeout_seconds)
         except OSError as exc:  # the port is taken, or not ours to bind
             raise DseError(f"cannot serve the dashboards on {host}:{port}: {exc.strerror}; "
                            f"choose another port") from None
@@ -153,33 +271,44 @@ class DashboardServer:
     @property
     def url(self) -> str:
         host, port = self._http.server_address[:2]
-        return f"http://{host!s}:{port}/"
+        return f"http://{_address_literal(str(host))}:{port}/"
 
     def refresh(self, name: str) -> bool:
         """Rebuild the watched campaign ``name``'s page if its study changed since the last
         build; returns whether the campaign is live (its page should reload itself).
 
-        A rebuild that fails because the study cannot be read right now (not yet created,
-        locked by the writer) keeps the previous page and is retried on the next request.
+        Nothing is read before the study's file holds something; a rebuild that fails because
+        the study cannot be read right now (being created, locked or written by the campaign)
+        keeps the previous page and is retried on the next request.
         """
         watch = self._watches[name]
         with watch.lock:
             fingerprint = study_fingerprint(watch.campaign.run_dir)
-            stale = fingerprint != watch.fingerprint or not self.page_path(name).is_file()
-            if fingerprint and stale:
-                try:
-                    write_dashboard(watch.campaign.run_dir, self.page_path(name),
-                                    title=watch.campaign.title)
-                    watch.running = has_running_trials(watch.campaign.run_dir)
-                except (DseError, OperationalError, StorageInternalError) as exc:
-                    _LOG.warning("dashboard of %s not rebuilt (kept the last one): %s", name, exc)
+            if not study_started(fingerprint):  # not started yet: keep asking
+                return True
+            if fingerprint != watch.fingerprint or not self.page_path(name).is_file():
+                if not self._rebuild(watch):
                     return True
                 watch.fingerprint = fingerprint
                 self.refresh_index()
-            if not fingerprint:  # not started yet: keep asking
-                return True
             last_write = max(mtime_ns for _, mtime_ns, _ in fingerprint) / 1e9
             return watch.running or time.time() - last_write < self.idle_seconds
+
+    def _rebuild(self, watch: _Watch) -> bool:
+        """Write the page afresh; False (and one log line per new error) when it failed."""
+        campaign = watch.campaign
+        try:
+            write_dashboard(campaign.run_dir, self.page_path(campaign.name), title=campaign.title)
+            watch.running = has_running_trials(campaign.run_dir)
+        except _STUDY_READ_ERRORS as exc:
+            error = _one_line(exc)
+            if error != watch.error:  # a page reloading every few seconds would repeat it
+                _LOG.warning("dashboard of %s not rebuilt (kept the last one): %s",
+                             campaign.name, error)
+            watch.error = error
+            return False
+        watch.error = None
+        return True
 
     def refresh_index(self) -> Path:
         with self._index_lock:
@@ -195,6 +324,35 @@ class DashboardServer:
     def any_live(self) -> bool:
         """Refresh every watched page (all of them: no short cut); True if any is live."""
         return any([self.refresh(name) for name in self._watches])
+
+    def current_page(self, name: str) -> bytes | None:
+        """What a request for ``name`` (see :func:`request_name`) gets when it is the index or a
+        watched campaign's page: the page refreshed first, with a refresh tag while live (a
+        waiting page while there is none yet); None for any other name."""
+        if name in ("", INDEX_FILE):
+            live = self.any_live()
+            return self._read_page(self.refresh_index().name, live)
+        campaign = self.watched(name.removesuffix(".html")) if name.endswith(".html") else None
+        if campaign is None:
+            return None
+        live = self.refresh(campaign.name)
+        page = self._read_page(self.page_path(campaign.name).name, live)
+        if page is not None:
+            return page
+        why = (f"the dashboard could not be built yet from {campaign.run_dir} (see the "
+               f"server's log)" if study_started(study_fingerprint(campaign.run_dir)) else
+               f"campaign {campaign.name} has not started yet (no {STUDY_FILE} in "
+               f"{campaign.run_dir})")
+        return with_refresh(waiting_page(campaign, why + "; this page reloads by itself"),
+                            self.refresh_seconds)
+
+    def _read_page(self, file_name: str, live: bool) -> bytes | None:
+        file = open_inside(self.dashboards_dir, file_name)
+        if file is None:
+            return None
+        with file:
+            page = file.read()
+        return with_refresh(page, self.refresh_seconds) if live else page
 
     def serve_forever(self) -> None:
         """Build every watched page and the index, then serve until :meth:`close` (or Ctrl-C)."""
@@ -223,55 +381,233 @@ class DashboardServer:
         self.close()
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _WaitingRoom:
+    """Accepted connections that have sent nothing yet, oldest first, each with its deadline,
+    watched by one selector together with the listening socket. Used by the serving thread
+    only."""
 
-    def __init__(self, address: tuple[str, int], handler: partial[_Handler],
-                 owner: DashboardServer) -> None:
+    def __init__(self, listener: socket.socket, timeout: float) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(listener, selectors.EVENT_READ)
+        self._listener = listener
+        self._timeout = timeout
+        self._waiting: dict[socket.socket, tuple[Any, float]] = {}
+
+    def add(self, conn: socket.socket, address: Any) -> socket.socket | None:
+        """Wait for ``conn`` to send; returns the oldest connection, taken out, if the room
+        was full."""
+        oldest = next(iter(self._waiting)) if len(self._waiting) >= MAX_WAITING else None
+        if oldest is not None:
+            self._take(oldest)
+        self._selector.register(conn, selectors.EVENT_READ)
+        self._waiting[conn] = (address, time.monotonic() + self._timeout)
+        return oldest
+
+    def wait(self, seconds: float) -> tuple[bool, list[tuple[socket.socket, Any]]]:
+        """Whether the listener has a connection to accept, and the connections (taken out)
+        that sent something, within ``seconds``."""
+        accept, ready = False, []
+        for key, _ in self._selector.select(seconds):
+            if key.fileobj is self._listener:
+                accept = True
+            elif isinstance(key.fileobj, socket.socket):
+                ready.append((key.fileobj, self._take(key.fileobj)))
+        return accept, ready
+
+    def expired(self) -> list[socket.socket]:
+        """The connections past their deadline, taken out (the oldest come first)."""
+        now, late = time.monotonic(), []
+        for conn, (_, deadline) in self._waiting.items():
+            if deadline > now:
+                break
+            late.append(conn)
+        for conn in late:
+            self._take(conn)
+        return late
+
+    def close(self) -> list[socket.socket]:
+        """Close the selector; returns the connections still waiting."""
+        left = list(self._waiting)
+        self._waiting.clear()
+        self._selector.close()
+        return left
+
+    def _take(self, conn: socket.socket) -> Any:
+        self._selector.unregister(conn)
+        return self._waiting.pop(conn)[0]
+
+
+class _Server(HTTPServer):
+    """An HTTP server whose connections hold no thread until they send: they wait in a
+    :class:`_WaitingRoom` (closed after ``timeout`` seconds of silence), then one of
+    :data:`HANDLER_THREADS` threads reads and answers one request, with ``timeout`` on each
+    read and write. Life cycle as socketserver's: ``serve_forever`` on one thread,
+    ``shutdown`` from another."""
+
+    request_queue_size = MAX_WAITING  # the listen backlog
+
+    def __init__(self, address: tuple[str, int], owner: DashboardServer, timeout: float) -> None:
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.owner = owner
-        super().__init__(address, handler)
+        self.connection_timeout = timeout
+        self._queue: queue.Queue[tuple[socket.socket, Any] | None] = queue.Queue(MAX_QUEUED)
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+        self._stopped.set()  # until serve_forever runs, shutdown has nothing to wait for
+        super().__init__(address, _Handler)
+        self.allowed_hosts = allowed_hosts(address[0], self.server_address[1])
+
+    def serve_forever(self, poll_interval: float = 0.2) -> None:
+        self._stopped.clear()
+        workers = [threading.Thread(target=self._work, name=f"dse-dashboards-{i}", daemon=True)
+                   for i in range(HANDLER_THREADS)]
+        for worker in workers:
+            worker.start()
+        self.socket.setblocking(False)  # a client gone before accept must not block the loop
+        room = _WaitingRoom(self.socket, self.connection_timeout)
+        try:
+            while not self._stop.is_set():
+                self._serve_once(room, poll_interval)
+        finally:
+            for conn in room.close():
+                self.shutdown_request(conn)
+            self._stop_workers(len(workers))
+            self._stopped.set()
+
+    def _serve_once(self, room: _WaitingRoom, poll_interval: float) -> None:
+        accept, ready = room.wait(poll_interval)
+        for conn, address in ready:
+            try:
+                self._queue.put_nowait((conn, address))
+            except queue.Full:
+                self._refuse(conn)
+        for _ in range(MAX_QUEUED if accept else 0):  # a burst, but not without end
+            try:
+                conn, address = self.get_request()
+            except BlockingIOError:  # none left (or the client left before it was accepted)
+                break
+            pushed_out = room.add(conn, address)
+            if pushed_out is not None:
+                self.shutdown_request(pushed_out)
+        for conn in room.expired():
+            self.shutdown_request(conn)
+
+    def _refuse(self, conn: socket.socket) -> None:
+        """A short 503 to a request no thread can take now, without waiting on the client."""
+        headers = "".join(f"{name}: {value}\r\n" for name, value in SECURITY_HEADERS)
+        busy = (f"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                f"Content-Length: 12\r\nConnection: close\r\n{headers}\r\nserver busy\n").encode()
+        conn.setblocking(False)
+        with contextlib.suppress(OSError):
+            conn.send(busy)
+        self.shutdown_request(conn)
+
+    def _stop_workers(self, count: int) -> None:
+        """Close the requests no thread took yet, then one stop sign per thread (not joined:
+        a thread answering a slow client ends on its own, within the timeout)."""
+        with contextlib.suppress(queue.Empty):
+            while True:
+                item = self._queue.get_nowait()
+                if item is not None:
+                    self.shutdown_request(item[0])
+        for _ in range(count):
+            self._queue.put(None)
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            conn, address = item
+            try:
+                conn.settimeout(self.connection_timeout)
+                self.finish_request(conn, address)
+            except Exception:  # one bad request must not end a thread of the pool: logged
+                self.handle_error(conn, address)
+            finally:
+                self.shutdown_request(conn)
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._stopped.wait()
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """One line instead of socketserver's traceback on stderr (the traceback at debug
+        level); a client that went away or went silent is no news."""
+        exc = sys.exc_info()[1]
+        quiet = exc is None or isinstance(exc, (ConnectionError, TimeoutError))
+        _LOG.log(logging.DEBUG if quiet else logging.WARNING, "request from %s not answered: %s",
+                 client_address, "?" if exc is None else _one_line(exc))
+        _LOG.debug("the request's traceback", exc_info=True)
 
 
-class _Handler(SimpleHTTPRequestHandler):
-    """Files of the dashboards folder; watched pages and the index refreshed before serving."""
+class _Handler(BaseHTTPRequestHandler):
+    """One request per connection (HTTP/1.0, no keep-alive: an idle connection never holds a
+    thread): the index and the watched pages, refreshed first, and the regular files of the
+    dashboards folder."""
 
     server: _Server
+    server_version = "dse"
+
+    def version_string(self) -> str:
+        return self.server_version  # no Python version for a prober to match
+
+    def parse_request(self) -> bool:
+        """The standard parsing, then exactly one ``Host`` header naming this server."""
+        if not super().parse_request():
+            return False
+        hosts = self.headers.get_all("Host", [])
+        if self.request_version == "HTTP/0.9" or len(hosts) != 1:
+            self.send_error(HTTPStatus.BAD_REQUEST, "exactly one Host header is required")
+            return False
+        if hosts[0].strip().lower() not in self.server.allowed_hosts:
+            self.send_error(HTTPStatus.MISDIRECTED_REQUEST,
+                            "this server answers only under its own address")
+            return False
+        return True
+
+    def end_headers(self) -> None:
+        for name, value in SECURITY_HEADERS:  # every response, errors included
+            self.send_header(name, value)
+        super().end_headers()
 
     def do_GET(self) -> None:
+        self._respond(send_body=True)
+
+    def do_HEAD(self) -> None:
+        self._respond(send_body=False)
+
+    def _respond(self, send_body: bool) -> None:
+        try:
+            name = request_name(self.path)
+        except BadRequestPath as exc:
+            self.send_error(HTTPStatus.BAD_REQUEST, str(exc))
+            return
         owner = self.server.owner
-        name = unquote(urlsplit(self.path).path).lstrip("/")
-        if name in ("", INDEX_FILE):
-            live = owner.any_live()
-            owner.refresh_index()
-            self._send_page(owner.dashboards_dir / INDEX_FILE, live)
+        page = owner.current_page(name)
+        if page is not None:
+            self._send_page(page, send_body)
             return
-        campaign = owner.watched(name.removesuffix(".html")) if name.endswith(".html") else None
-        if campaign is None:
-            super().do_GET()
+        file = open_inside(owner.dashboards_dir, name)
+        if file is None:
+            self.send_error(HTTPStatus.NOT_FOUND, "no such file in the dashboards folder")
             return
-        live = owner.refresh(campaign.name)
-        path = owner.page_path(campaign.name)
-        if not path.is_file():
-            why = (f"the dashboard could not be built yet from {campaign.run_dir} (see the "
-                   f"server's log)" if study_fingerprint(campaign.run_dir) else
-                   f"campaign {campaign.name} has not started yet (no {STUDY_FILE} in "
-                   f"{campaign.run_dir})")
-            why += "; this page reloads by itself"
-            self._send_bytes(with_refresh(waiting_page(campaign, why), owner.refresh_seconds))
-            return
-        self._send_page(path, live)
+        with file:
+            self._send_file(file, mimetypes.guess_type(name)[0], send_body)
 
-    def _send_page(self, path: Path, live: bool) -> None:
-        page = path.read_bytes()
-        self._send_bytes(with_refresh(page, self.server.owner.refresh_seconds) if live else page)
-
-    def _send_bytes(self, body: bytes) -> None:
+    def _send_page(self, body: bytes, send_body: bool) -> None:
         self.send_response(HTTPStatus.OK)
         self.send_header("Content-Type", "text/html; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")  # a reload must fetch the rebuilt page
         self.end_headers()
-        self.wfile.write(body)
+        if send_body:
+            self.wfile.write(body)
+
+    def _send_file(self, file: BinaryIO, content_type: str | None, send_body: bool) -> None:
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", content_type or "application/octet-stream")
+        self.send_header("Content-Length", str(os.fstat(file.fileno()).st_size))
+        self.end_headers()
+        if send_body:
+            shutil.copyfileobj(file, self.wfile)
 
     def log_message(self, format: str, *args: object) -> None:
         _LOG.debug("%s %s", self.address_string(), format % args)

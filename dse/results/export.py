@@ -14,6 +14,7 @@ from dse.atomic import atomic_write, atomic_write_text
 from dse.exceptions import DseError
 from dse.results.baseline import baseline_ids, relative_to_baseline
 from dse.results.fidelity import SCREENING_FILE, screening_summary
+from dse.results.study_file import check_study_file
 from dse.results.table import front_frame, portable_front, trials_frame
 
 STUDY_FILE = "study.db"
@@ -48,9 +49,9 @@ def write_results(study: optuna.Study | Sequence[optuna.Study], run_dir: Path,
 
 def _read_only_storage(run_dir: Path) -> str:
     path = run_dir / STUDY_FILE
-    if not path.is_file():
-        # Optuna would create an empty database here; a missing study is the caller's mistake.
-        raise DseError(f"no study database at {path}; has the campaign run?")
+    # Optuna would create an empty database where none is; a damaged one would surface as an
+    # SQLAlchemy traceback: both are said in one line first.
+    check_study_file(path)
     return f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true"
 
 
@@ -87,9 +88,7 @@ def load_study(run_dir: Path) -> optuna.Study:
     should it hold several, the one named like the folder is taken.
     """
     path = run_dir / STUDY_FILE
-    if not path.is_file():
-        # Optuna would create an empty database here; a missing study is the caller's mistake.
-        raise DseError(f"no study database at {path}; has the campaign run?")
+    check_study_file(path)
     storage = f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true"
     names = optuna.study.get_all_study_names(storage)
     if len(names) == 1:

@@ -1,10 +1,12 @@
 """Measurements without a device: custom evaluator functions and replay tables.
 
 A custom evaluator is a function ``evaluator(candidate) -> {metric: value}`` — a lookup in a
-recorded benchmark table, a call to a remote service, a simulator — that the search loop calls in
-the driver process instead of handing the candidate to the farm (:class:`EvaluatorDispatcher`). A
-replay device is such a function over a recorded CSV or parquet table (:class:`ReplayEvaluator`).
-:class:`MixedDispatcher` lets either sit beside real devices in one campaign.
+recorded benchmark table, a call to a remote service, a simulator — that the search loop calls
+instead of handing the candidate to the farm (:class:`EvaluatorDispatcher`), under the trial
+timeout: in a worker process when it is an importable function, else in a thread of the driver
+(``dse.search.evaluator_runner``). A replay device is such a function over a recorded CSV or
+parquet table (:class:`ReplayEvaluator`), looked up in the driver. :class:`MixedDispatcher` lets
+either sit beside real devices in one campaign.
 
 The metric names an evaluator may report are the built-in ones (``dse.metrics``) and those its
 search space declares under ``metrics:``.
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import time
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,14 @@ from dse.exceptions import DeviceError, SpecError
 from dse.farm.dispatcher import Done, Job
 from dse.measurement import Measurement
 from dse.metrics import METRICS, current_metric_keys, current_metric_name, is_measured, name_of_column
+from dse.search.evaluator_runner import (
+    InfeasibleCandidate,
+    InlineRunner,
+    ProcessRunner,
+    Runner,
+    ThreadRunner,
+    importable_reference,
+)
 from dse.spec import MeasureSpec, SearchSpace, TrainingSpec
 from dse.spec.loading import Evaluator
 
@@ -44,39 +53,46 @@ __all__ = [
 ]
 
 
-class InfeasibleCandidate(Exception):
-    """Raised by an evaluator for a candidate that cannot exist (a replay table has no row for
-    it): the trial is recorded ``infeasible`` with the message, and the campaign goes on."""
-
-
 def known_metrics(space: SearchSpace) -> frozenset[str]:
     """What an evaluator of ``space`` may report: the built-in metrics and the space's own."""
     return frozenset(METRICS) | {m.name for m in space.metrics}
 
 
 class EvaluatorDispatcher:
-    """Measures candidates with functions in the driver process, one function per device profile.
+    """Measures candidates with functions, one function per device profile.
 
     It has the dispatcher interface the search loop drives (``start``, ``idle``, ``submit``,
-    ``wait``, ``in_flight``, ``cancel``, and the blocking ``evaluate``). ``submit`` calls the
-    function at once: the loop submits while it holds the node's lock shared, so an evaluator
+    ``wait``, ``in_flight``, ``cancel``, and the blocking ``evaluate``). ``submit`` makes the call
+    and waits for it: the loop submits while it holds the node's lock shared, so an evaluator
     never runs while a device of this node measures. ``wait`` hands back what ``submit`` finished
     and never blocks. One call at a time: ``idle`` is 1 for a profile with no result waiting to be
     collected, else 0.
 
-    The function's failure is its trial's result, never the campaign's: an exception fails the
-    trial with its message, :class:`InfeasibleCandidate` makes it infeasible, and a result that is
-    not a mapping of known metric names to finite numbers fails it with the reason. The trial
-    timeout does not apply (a call in the driver cannot be stopped safely); Ctrl-C interrupts it.
+    Where a call runs (``dse.search.evaluator_runner``): an importable function in a worker
+    process, which a call past the job's ``timeout_s`` gets killed and replaced; any other
+    callable in a thread of the driver, whose call past the timeout is abandoned; a
+    :class:`ReplayEvaluator` in the driver itself. ``cancel`` stops the worker processes.
+
+    The function's failure is its trial's result, never the campaign's: an exception (even
+    ``SystemExit`` or ``KeyboardInterrupt``), a timeout or a dead worker fails the trial with the
+    reason, :class:`InfeasibleCandidate` makes it infeasible, and a result that is not a mapping
+    of known metric names to finite numbers fails it with the reason. Ctrl-C interrupts the wait
+    and stops the run.
     """
 
     def __init__(self, evaluators: Mapping[str, Evaluator], metrics: Collection[str]) -> None:
         self.evaluators = dict(evaluators)
         self.metrics = frozenset(metrics)
         self.finished: list[Done] = []
+        runners: dict[int, Runner] = {}  # profiles served by one function share its runner
+        for function in self.evaluators.values():
+            if id(function) not in runners:
+                runners[id(function)] = _runner(function)
+        self._runners = {profile: runners[id(function)]
+                         for profile, function in self.evaluators.items()}
 
     def start(self) -> None:
-        """Nothing to start: the functions run in this process."""
+        """Nothing to start: a worker process starts with its first call."""
 
     def idle(self, profile_name: str) -> int:
         waiting = any(d.job.candidate.device_profile == profile_name for d in self.finished)
@@ -86,7 +102,7 @@ class EvaluatorDispatcher:
         return len(self.finished)
 
     def submit(self, job: Job) -> None:
-        self.finished.append(Done(job, self.measure(job.candidate), ""))
+        self.finished.append(Done(job, self.measure(job.candidate, job.timeout_s), ""))
 
     def wait(self, timeout_s: float | None = None) -> list[Done]:
         """What ``submit`` finished since the last call; empty at once when nothing was."""
@@ -94,38 +110,51 @@ class EvaluatorDispatcher:
         return done
 
     def cancel(self) -> None:
+        """Forget finished results and stop the worker processes (a later call starts one)."""
         self.finished.clear()
+        for runner in self._runners.values():
+            runner.close()
 
     def evaluate(self, candidate: Candidate, training: TrainingSpec, measure: MeasureSpec,
                  timeout_s: float) -> Measurement:
-        """The blocking one-candidate form (``training``, ``measure`` and ``timeout_s`` are for
-        devices and do not apply)."""
-        return self.measure(candidate)
+        """The blocking one-candidate form (``training`` and ``measure`` are for devices and do
+        not apply)."""
+        return self.measure(candidate, timeout_s)
 
-    def measure(self, candidate: Candidate) -> Measurement:
-        """Call the function of the candidate's device profile; its outcome as a Measurement."""
+    def measure(self, candidate: Candidate, timeout_s: float | None = None) -> Measurement:
+        """Call the function of the candidate's device profile, stopped after ``timeout_s``
+        seconds (None: never); its outcome as a Measurement."""
         function = self.evaluators.get(candidate.device_profile)
         if function is None:
             raise DeviceError(f"no evaluator serves device profile {candidate.device_profile!r} "
                               f"(this one serves {sorted(self.evaluators)})")
         name = _qualified_name(function)
-        provenance = {"evaluator": name, "device_profile": candidate.device_profile}
-        started = time.perf_counter()
-        try:
-            result = function(candidate)
-        except InfeasibleCandidate as exc:
-            return Measurement(candidate.candidate_id, "infeasible", reason=str(exc),
+        runner = self._runners[candidate.device_profile]
+        provenance = {"evaluator": name, "device_profile": candidate.device_profile,
+                      "evaluator_runs_in": runner.where}
+        outcome = runner.call(candidate, timeout_s)
+        if outcome.kind == "infeasible":
+            return Measurement(candidate.candidate_id, "infeasible", reason=outcome.error,
                                provenance=provenance)
-        except Exception as exc:  # the house failure policy: a candidate's failure is a result
+        if outcome.kind == "failed":
             return Measurement(candidate.candidate_id, "failed",
-                               reason=f"evaluator {name} raised {type(exc).__name__}: {exc}",
-                               provenance=provenance)
-        provenance["evaluator_seconds"] = f"{time.perf_counter() - started:.6f}"
-        metrics, problem = _checked(result, self.metrics)
+                               reason=f"evaluator {name} {outcome.error}", provenance=provenance)
+        provenance["evaluator_seconds"] = f"{outcome.seconds:.6f}"
+        metrics, problem = _checked(outcome.result, self.metrics)
         if problem:
             return Measurement(candidate.candidate_id, "failed", reason=f"evaluator {name} "
                                f"{problem}", metrics=metrics, provenance=provenance)
         return Measurement(candidate.candidate_id, "ok", metrics=metrics, provenance=provenance)
+
+
+def _runner(function: Evaluator) -> Runner:
+    """Where ``function``'s calls run: a replay table's lookups in the driver; an importable
+    function in a worker process that a deadline can stop; any other callable (it cannot be
+    found again in another process, and it may share state with the caller) in a thread."""
+    if isinstance(function, ReplayEvaluator):
+        return InlineRunner(function)
+    reference = importable_reference(function)
+    return ThreadRunner(function) if reference is None else ProcessRunner(reference)
 
 
 def _qualified_name(function: object) -> str:

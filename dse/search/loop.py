@@ -175,7 +175,8 @@ class SearchLoop:
     def __init__(self, experiment: Experiment, studies: Mapping[str, optuna.Study] | optuna.Study,
                  dispatcher: JobDispatcher, run_dir: Path,
                  on_trial: ProgressCallback | None = None, *,
-                 evaluated: Collection[str] = ()) -> None:
+                 evaluated: Collection[str] = (),
+                 lease_check: Callable[[], None] | None = None) -> None:
         """``evaluated``: profiles whose candidates an evaluator or a replay table measures; the
         capability table does not narrow what they are offered."""
         if not isinstance(studies, Mapping):
@@ -204,6 +205,8 @@ class SearchLoop:
         self._keys = itertools.count()
         self.failed_here = 0
         self.last_failure = ""
+        # Raises once another driver has taken the campaign's lease (see dse.search.lease).
+        self.lease_check = lease_check or (lambda: None)
         # Every trial this run created, by profile: an interrupt fails those still RUNNING.
         self.asked: dict[str, set[int]] = {}
         self._interrupts = _StickyInterrupt()  # not installed: the run installs its own
@@ -430,6 +433,7 @@ class SearchLoop:
             self.dispatcher.start()
             while any(s.completed < budget.trials for s in self.searches.values()):
                 interrupts.check()
+                self.lease_check()
                 # The driver's own work is "other dse work" for a device on its node.
                 with self.node_lock.shared():
                     for search in self.searches.values():

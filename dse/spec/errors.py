@@ -1,7 +1,14 @@
-"""Turn pydantic and YAML failures into one readable line per problem: file, field path, found, allowed."""
+"""Turn pydantic and YAML failures into one readable line per problem: file, field path, found, allowed.
+
+Every value a line shows is cut *before* it is formatted (``short_repr``): a spec value may be huge
+or, through YAML aliases, share one object many times over, and ``repr()`` of it would build the
+whole expansion first.
+"""
 
 from __future__ import annotations
 
+import math
+import reprlib
 import types
 import typing
 from pathlib import Path
@@ -12,24 +19,64 @@ from pydantic import BaseModel, ValidationError
 
 # Tags pydantic puts in an error location for union members; they mean nothing to a user.
 _UNION_TAGS = {"choices", "range"}
+# A key longer than this is shown cut in a field path: the path must stay readable on one line.
+_KEY_CHARS = 40
+# The most lines one file gets: a list of 10,000 wrong values would otherwise print 10,000 lines,
+# and the first few say what to fix.
+MAX_PROBLEMS = 20
+# The longest message of a model's own check that is shown whole; the longest written today
+# ("unknown metric ...; allowed: <every metric>") has under 1,000 characters.
+_MESSAGE_CHARS = 2_000
 
 
-def field_path(loc: tuple[int | str, ...]) -> str:
-    """``('objectives', 1, 'metric')`` -> ``objectives[1].metric``."""
+def cut_text(text: str, limit: int) -> str:
+    """``text``, or its first ``limit - 3`` characters and ``...`` when it is longer."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def join_path(parts: typing.Iterable[int | str]) -> str:
+    """``('objectives', 1, 'metric')`` -> ``objectives[1].metric``, every key cut to a readable
+    length."""
     out = ""
-    for part in loc:
+    for part in parts:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in _UNION_TAGS or part == "[key]":
-            continue
         else:
-            out += f".{part}" if out else str(part)
+            key = cut_text(str(part), _KEY_CHARS) or '""'  # YAML allows an empty key
+            out += f".{key}" if out else key
     return out or "(top level)"
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """A pydantic error location as a field path, without pydantic's union tags."""
+    return join_path(part for part in loc if part not in _UNION_TAGS and part != "[key]")
+
+
+class _BoundedRepr(reprlib.Repr):
+    """``reprlib.Repr`` that never builds the full text of a big value: containers show their
+    first few items and levels, and an integer too long for ``repr()`` (Python refuses to print
+    one of more than 4,300 digits) is described by its size."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxlist, self.maxdict = 3, 6, 4
+        self.maxtuple = self.maxset = self.maxfrozenset = 6
+        self.maxstring = self.maxlong = self.maxother = 60
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() <= 4 * self.maxlong:  # at most ~48 digits: print it, then cut
+            return super().repr_int(x, level)
+        digits = math.floor(x.bit_length() * math.log10(2)) + 1
+        return f"<an integer of about {digits:,} digits>"
+
+
+_REPR = _BoundedRepr()
+
+
+def short_repr(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, in time and memory bounded by the limit, not by
+    the value."""
+    return cut_text(_REPR.repr(value), limit)
 
 
 def _unwrap(annotation: Any) -> list[Any]:
@@ -64,36 +111,45 @@ def _allowed_keys(root: type[BaseModel], loc: tuple[int | str, ...]) -> list[str
     return sorted(f.alias or n for n, f in current[0].model_fields.items()) if current else []
 
 
+def _describe_item(root: type[BaseModel], item: Any) -> str:
+    """``FIELD: what was found; what is allowed`` for one pydantic error."""
+    loc = tuple(item["loc"])
+    kind = item["type"]
+    found = item.get("input")
+    ctx = item.get("ctx") or {}
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(root, loc[:-1])
+        hint = f"; allowed: {', '.join(allowed)}" if allowed else ""
+        text = f"unknown key {short_repr(str(loc[-1]))}{hint}"
+    elif kind == "missing":
+        text = "required field is missing"
+    elif kind == "literal_error":
+        expected = str(ctx.get("expected", "")).replace("'", "").replace(" or ", ", ")
+        text = f"found {short_repr(found)}; allowed: {expected}"
+    elif kind in ("value_error", "assertion_error"):
+        text = cut_text(str(ctx.get("error", item["msg"])), _MESSAGE_CHARS)
+    else:
+        # Some of pydantic's messages quote the input (a union tag): cut them as well.
+        text = f"{cut_text(item['msg'], _MESSAGE_CHARS)}; found {short_repr(found)}"
+    return f"{field_path(loc)}: {text}"
+
+
 def describe_validation_error(file: Path, root: type[BaseModel], error: ValidationError) -> list[str]:
-    """One line per pydantic error, deduplicated."""
-    lines: list[str] = []
-    for item in error.errors():
-        loc = tuple(item["loc"])
-        path = field_path(loc)
-        kind = item["type"]
-        found = item.get("input")
-        ctx = item.get("ctx") or {}
-        if kind == "extra_forbidden":
-            allowed = _allowed_keys(root, loc[:-1])
-            hint = f"; allowed: {', '.join(allowed)}" if allowed else ""
-            text = f"unknown key {str(loc[-1])!r}{hint}"
-        elif kind == "missing":
-            text = "required field is missing"
-        elif kind == "literal_error":
-            expected = str(ctx.get("expected", "")).replace("'", "").replace(" or ", ", ")
-            text = f"found {_short(found)}; allowed: {expected}"
-        elif kind in ("value_error", "assertion_error"):
-            text = str(ctx.get("error", item["msg"]))
-        else:
-            text = f"{item['msg']}; found {_short(found)}"
-        line = f"{file}: {path}: {text}"
-        if line not in lines:
-            lines.append(line)
-    return lines
+    """One line per pydantic error, deduplicated; at most ``MAX_PROBLEMS`` of them and a line
+    counting the rest."""
+    # A dict keeps the order and finds a repeated line without a scan.
+    lines = list(dict.fromkeys(f"{file}: {_describe_item(root, item)}"
+                               for item in error.errors(include_url=False)))
+    if len(lines) <= MAX_PROBLEMS:
+        return lines
+    more = len(lines) - MAX_PROBLEMS
+    return [*lines[:MAX_PROBLEMS],
+            f"{file}: (file): {more:,} more problems not shown; fix the ones above first"]
 
 
 def describe_yaml_error(file: Path, error: yaml.YAMLError) -> str:
     mark = getattr(error, "problem_mark", None)
     where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "(file)"
     problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-    return f"{file}: {where}: invalid YAML: {problem}"
+    # PyYAML quotes what it choked on (an alias name, a tag) whole: it may be megabytes long.
+    return f"{file}: {where}: invalid YAML: {cut_text(problem, 200)}"

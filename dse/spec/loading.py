@@ -13,14 +13,16 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from dse.exceptions import SpecError
+from dse.spec.bounded_yaml import MAX_FILE_BYTES, LimitExceeded, SpecLoader
 from dse.spec.errors import describe_validation_error, describe_yaml_error
+from dse.spec.filesystem import FileRefused, folder_problem, read_regular_file
 from dse.spec.models import ExperimentSpec, HardwareProfile, SearchSpace
 
 if TYPE_CHECKING:
     from dse.candidate import Candidate
 
 M = TypeVar("M", bound=BaseModel)
-# A custom evaluator: measures a candidate in the driver process, returns metric -> value.
+# A custom evaluator: measures a candidate on the driver's machine, returns metric -> value.
 Evaluator = Callable[["Candidate"], Mapping[str, float]]
 
 KINDS: dict[str, type[BaseModel]] = {
@@ -32,61 +34,39 @@ _FOLDER_KINDS = {"search_spaces": "search_space", "hw_profiles": "hw_profile",
                  "experiments": "experiment"}
 
 
-class _SpecLoader(yaml.SafeLoader):
-    """SafeLoader that rejects a key written twice in one mapping (PyYAML keeps the last silently,
-    so a typo'd copy-paste would quietly override the first value)."""
-
-
-def _mapping_without_duplicates(loader: _SpecLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    first_line: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<:` may legitimately override keys
-            continue
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            repeated = key in seen
-        except TypeError:  # an unhashable key: construct_mapping reports it
-            continue
-        seen.add(key)
-        first = first_line.setdefault(key, key_node.start_mark.line)
-        if repeated:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"key {key!r} appears twice (first on line {first + 1}); write it once",
-                key_node.start_mark)
-    return loader.construct_mapping(node, deep=True)
-
-
-_SpecLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-                            _mapping_without_duplicates)
-
-
 def read_yaml(path: Path) -> dict[str, Any]:
-    """The top-level mapping of a YAML file, or SpecError with one clear line."""
+    """The top-level mapping of a YAML file, or SpecError with one clear line. Only a regular file
+    of at most ``MAX_FILE_BYTES`` is read, and the YAML in it is held to the limits of
+    ``dse.spec.bounded_yaml``: no file makes this take more than a fraction of a second."""
+    text = _read_text(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = yaml.load(text, Loader=SpecLoader)  # a SafeLoader: no arbitrary objects
+    except LimitExceeded as exc:
+        raise SpecError([f"{path}: {exc}"]) from None
+    except yaml.YAMLError as exc:
+        raise SpecError([describe_yaml_error(path, exc)]) from None
+    if not isinstance(data, dict):
+        raise SpecError([f"{path}: (top level): expected a mapping of keys, "
+                         f"found {type(data).__name__}"])
+    return data
+
+
+def _read_text(path: Path) -> str:
+    try:
+        data = read_regular_file(path, MAX_FILE_BYTES)
     except FileNotFoundError:
         raise SpecError([f"{path}: file not found"]) from None
-    except IsADirectoryError:
-        raise SpecError([f"{path}: is a directory, expected a YAML file"]) from None
-    except UnicodeDecodeError:
-        raise SpecError([f"{path}: not a text file (invalid UTF-8)"]) from None
+    except FileRefused as exc:
+        raise SpecError([f"{path}: (file): {exc}"]) from None
     except OSError as exc:
         raise SpecError([f"{path}: cannot read: {exc.strerror}"]) from None
     except ValueError:  # open() refuses a name with a NUL character, e.g. from a YAML "\0"
         raise SpecError([f"{str(path)!r}: not a usable file name (it contains a NUL "
                          f"character)"]) from None
     try:
-        data = yaml.load(text, Loader=_SpecLoader)  # a SafeLoader: no arbitrary objects
-    except yaml.YAMLError as exc:
-        raise SpecError([describe_yaml_error(path, exc)]) from None
-    except RecursionError:  # PyYAML parses nested collections recursively
-        raise SpecError([f"{path}: (file): invalid YAML: collections nested too deeply; a spec "
-                         f"needs only a few levels"]) from None
-    if not isinstance(data, dict):
-        raise SpecError([f"{path}: (top level): expected a mapping of keys, "
-                         f"found {type(data).__name__}"])
-    return data
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError([f"{path}: not a text file (invalid UTF-8)"]) from None
 
 
 def load_model(path: Path, model: type[M]) -> M:
@@ -174,17 +154,43 @@ class Experiment:
 
     @property
     def run_dir(self) -> Path:
-        return (self.path.parent / self.spec.runs_dir / self.spec.name).resolve()
+        return output_folders(self.path, self.spec)["runs_dir"]
 
     @property
     def cache_dir(self) -> Path:
-        if self.spec.cache_dir is None:
-            return self.run_dir / "cache"
-        return (self.path.parent / self.spec.cache_dir).resolve()
+        return output_folders(self.path, self.spec).get("cache_dir", self.run_dir / "cache")
 
     @property
     def dashboard_path(self) -> Path:
-        return (self.path.parent / self.spec.dashboards_dir / f"{self.spec.name}.html").resolve()
+        folder = output_folders(self.path, self.spec)["dashboards_dir"]
+        return (folder / f"{self.spec.name}.html").resolve()
+
+
+def output_folders(path: Path, spec: ExperimentSpec) -> dict[str, Path]:
+    """The folders a campaign writes to, by the field of the experiment at ``path`` that names
+    each: ``runs_dir`` (its run folder, ``<runs_dir>/<name>``), ``dashboards_dir`` and, when set,
+    ``cache_dir``; resolved against the experiment's folder."""
+    base = path.parent
+    folders = {"runs_dir": base / spec.runs_dir / spec.name, "dashboards_dir": base / spec.dashboards_dir}
+    if spec.cache_dir is not None:
+        folders["cache_dir"] = base / spec.cache_dir
+    return {field: folder.resolve() for field, folder in folders.items()}
+
+
+def _folder_problems(path: Path, spec: ExperimentSpec) -> list[str]:
+    """A line for each folder of :func:`output_folders` that the campaign could not create or
+    write to: found at validate time, rather than as an OSError once a run has begun."""
+    try:
+        folders = output_folders(path, spec)
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symbolic link loop (Python 3.11)
+        return [f"{path}: runs_dir: cannot resolve the output folders: {exc}"]
+    problems = []
+    for field, folder in folders.items():
+        problem = folder_problem(folder)
+        if problem is not None:
+            problems.append(f"{path}: {field}: {problem}; allowed: a folder this user can "
+                            f"write to, or a path where one can be created")
+    return problems
 
 
 def load_experiment_files(path: Path) -> Experiment:
@@ -214,6 +220,7 @@ def load_experiment_files(path: Path) -> Experiment:
     if space is not None and not problems:
         problems.extend(_cross_check(path, space, devices))
         problems.extend(_percentile_check(path, spec, space))
+    problems.extend(_folder_problems(path, spec))
     if problems:
         raise SpecError(problems)
     assert space is not None

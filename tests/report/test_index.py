@@ -96,3 +96,14 @@ def test_a_page_without_meta_is_listed_by_file_name_with_unknown_figures(tmp_pat
 def test_an_empty_folder_gets_an_index_that_says_so(tmp_path: Path) -> None:
     page = write_index(tmp_path / "dashboards").read_text(encoding="utf-8")
     assert "no dashboards yet" in page and "<table" not in page
+
+
+def test_a_fifo_or_a_link_out_named_like_a_dashboard_is_not_read(tmp_path: Path) -> None:
+    folder = tmp_path / "dashboards"
+    folder.mkdir()
+    (folder / "real.html").write_text(OLDER_PAGE)
+    os.mkfifo(folder / "pipe.html")  # reading it would block for ever
+    outside = tmp_path / "secret.html"
+    outside.write_text(OLDER_PAGE.replace("legacy", "secret"))
+    (folder / "out.html").symlink_to(outside)
+    assert [entry.file for entry in dashboard_entries(folder)] == ["real.html"]

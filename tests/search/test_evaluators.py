@@ -147,11 +147,13 @@ def test_evaluator_results_are_checked_and_become_measurements() -> None:
         assert dispatcher.idle("sim") == 0 and dispatcher.in_flight() == 1
         [done] = dispatcher.wait()
         assert dispatcher.idle("sim") == 1 and dispatcher.wait(timeout_s=0) == []
+        dispatcher.cancel()  # stops a worker process, if the function has one
         return done.measurement
 
     ok = outcome(zdt1)
     assert ok.status == "ok" and ok.metrics == zdt1(candidate)
     assert ok.provenance["evaluator"] == "dse.examples.evaluators:zdt1"
+    assert ok.provenance["evaluator_runs_in"] == "worker process"  # an importable function
 
     def infeasible(c: Candidate) -> dict[str, float]:
         raise InfeasibleCandidate("needs x1 > 0.5")

@@ -468,12 +468,13 @@ class SearchLoop:
                 f"{self.failed_here} failed or infeasible trials in this run ({done_count} of "
                 f"{budget.trials * len(self.searches)} completed); last: {self.last_failure}")
 
-    def _running_here(self) -> dict[str, list[optuna.trial.Trial]]:
-        """This run's trials still RUNNING, by profile: those in flight, and any an interrupt
-        caught between their creation and their hand-over to a device."""
+    def _running_here(self) -> dict[str, list[tuple[optuna.trial.Trial, bool]]]:
+        """This run's trials still RUNNING, by profile, each with whether it had its candidate:
+        those in flight, and any an interrupt caught between their creation and their
+        hand-over to a device."""
         import optuna
 
-        running: dict[str, list[optuna.trial.Trial]] = {}
+        running: dict[str, list[tuple[optuna.trial.Trial, bool]]] = {}
         for profile, numbers in self.asked.items():
             study = self.searches[profile].study
             for frozen in study.get_trials(deepcopy=False,
@@ -481,7 +482,8 @@ class SearchLoop:
                 if frozen.number in numbers:
                     # A live handle on a stored trial, by its storage id (Optuna's own way in).
                     running.setdefault(profile, []).append(
-                        optuna.trial.Trial(study, frozen._trial_id))
+                        (optuna.trial.Trial(study, frozen._trial_id),
+                         "candidate" in frozen.user_attrs))
         return running
 
     def _abandon(self, exc: BaseException) -> None:
@@ -502,10 +504,14 @@ class SearchLoop:
         try:
             for profile, trials in self._running_here().items():
                 study = self.searches[profile].study
-                for trial in trials:
+                for trial, has_candidate in trials:
                     trial.set_user_attr("status", "failed")
-                    trial.set_user_attr("interrupted", True)
-                    trial.set_user_attr("reason", reason)
+                    if has_candidate:  # stopped mid-measurement: the next run measures it again
+                        trial.set_user_attr("interrupted", True)
+                        trial.set_user_attr("reason", reason)
+                    else:  # stopped before it had a candidate: nothing to measure again
+                        trial.set_user_attr("reason", f"{reason.split(' before ')[0]} before a "
+                                                      f"candidate was chosen")
                     study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
         except (StorageInternalError, SQLAlchemyError, OSError):
             # The study cannot be written any more (a full disk): leave the trials RUNNING,

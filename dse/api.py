@@ -167,6 +167,8 @@ def write_report(experiment: Experiment) -> tuple[Path, Path, Path]:
         studies = load_campaign(experiment.run_dir)
         trials, front = write_results(studies, experiment.run_dir,
                                       [o.metric for o in experiment.space.objectives])
+    # The dashboards folder may sit on another disk: a refusal there names that folder.
+    with refused_writes_as_errors(experiment.dashboard_path.parent, REPORT_ADVICE):
         dashboard = write_dashboard(experiment.run_dir, experiment.dashboard_path,
                                     title=experiment.name)
         write_index(dashboard.parent)

@@ -182,3 +182,16 @@ def test_a_folder_full_before_the_first_trial_is_one_line_too(tmp_path: Path) ->
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith(f"{tmp_path / 'experiments' / 'runs' / NAME}: cannot write the "
                                f"campaign's files: file too large"), lines[0]
+
+
+def test_a_full_dashboards_folder_is_named_not_the_run_folder(tmp_path: Path) -> None:
+    experiment = _campaign(tmp_path, 4)
+    assert _dse("run", str(experiment)).returncode == 0
+    dashboards = tmp_path / "dashboards"
+    # 1 MB: the results files fit, the dashboard (plotly inlined, megabytes) does not.
+    result = _dse("report", str(experiment), size_limit=1 << 20)
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"{dashboards}: cannot write the campaign's files: file too large")

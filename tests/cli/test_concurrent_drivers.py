@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 
 import optuna
 
-from tests.cli.test_run import _start
+from tests.cli.test_run import _start, read_until_trials
 from tests.conftest import tiny_experiment_text
 
 BUDGET = 6
@@ -19,17 +18,10 @@ BUDGET = 6
 
 def _first_trial(proc: subprocess.Popen[str]) -> list[str]:
     """Read ``proc``'s output until its first trial line (the lease is held by then)."""
-    assert proc.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if line.startswith("#"):
-            return lines
-    raise AssertionError("".join(lines))
+    lines = read_until_trials(proc, 1)
+    if not any(line.startswith("#") for line in lines):
+        raise AssertionError("".join(lines))
+    return lines
 
 
 def _complete(campaign: Path, name: str) -> list[optuna.trial.FrozenTrial]:

@@ -21,20 +21,24 @@ def _start(experiment: Path) -> subprocess.Popen[str]:
                             cwd=REPO)
 
 
-def test_ctrl_c_then_rerun_completes_without_remeasuring(tiny_campaign: Path) -> None:
-    tiny_campaign.write_text(tiny_experiment_text(8, name="interrupted"))
-    proc = _start(tiny_campaign)
+def read_until_trials(proc: subprocess.Popen[str], count: int) -> list[str]:
+    """``proc``'s output up to its ``count``-th finished-trial line (fewer if it ends first)."""
     assert proc.stdout is not None
-    finished_lines = 0
+    output: list[str] = []
     deadline = time.monotonic() + 240
-    output = []
-    while finished_lines < 2 and time.monotonic() < deadline:
+    while sum(line.startswith("#") for line in output) < count and time.monotonic() < deadline:
         line = proc.stdout.readline()
         if not line:
             break
         output.append(line)
-        finished_lines += line.startswith("#")
-    assert finished_lines == 2, "".join(output)
+    return output
+
+
+def test_ctrl_c_then_rerun_completes_without_remeasuring(tiny_campaign: Path) -> None:
+    tiny_campaign.write_text(tiny_experiment_text(8, name="interrupted"))
+    proc = _start(tiny_campaign)
+    output = read_until_trials(proc, 2)
+    assert sum(line.startswith("#") for line in output) == 2, "".join(output)
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, "".join(output) + rest

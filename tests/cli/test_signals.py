@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import optuna
@@ -13,7 +12,7 @@ import pytest
 
 from dse.exceptions import Terminated, interrupt_exit_code
 from dse.search.loop import _StickyInterrupt
-from tests.cli.test_run import _start
+from tests.cli.test_run import _start, read_until_trials
 from tests.conftest import tiny_experiment_text
 
 
@@ -23,16 +22,8 @@ def test_a_stop_signal_mid_campaign_ends_it_like_ctrl_c(tiny_campaign: Path,
     name = f"stopped-{stop.name.lower()}"
     tiny_campaign.write_text(tiny_experiment_text(8, name=name))
     proc = _start(tiny_campaign)
-    assert proc.stdout is not None
-    output, finished = [], 0
-    deadline = time.monotonic() + 240
-    while finished < 1 and time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        output.append(line)
-        finished += line.startswith("#")
-    assert finished == 1, "".join(output)
+    output = read_until_trials(proc, 1)
+    assert sum(line.startswith("#") for line in output) == 1, "".join(output)
     proc.send_signal(stop)
     rest, _ = proc.communicate(timeout=120)
     out = "".join(output) + rest

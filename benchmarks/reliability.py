@@ -6,8 +6,10 @@ huge scalars, oversize and special files; each rejected with a clear message, ne
 within bounded time and memory), ``reliability_chaos.py`` (a campaign's driver SIGKILLed at
 random points of its search loop and rerun: nothing lost, nothing measured twice),
 ``reliability_drivers.py`` (two drivers of one campaign started together: one runs it, the other
-is refused) and ``reliability_serve.py`` (Host, path, link, NUL and idle-connection attacks on
-``dse report --serve``), each in its own process, and collects their ``BENCH`` lines.
+is refused), ``reliability_serve.py`` (Host, path, link, NUL and idle-connection attacks on
+``dse report --serve``) and ``reliability_storage.py`` (what a trial costs on each storage an
+experiment can choose: SQLite, journal file, PostgreSQL), each in its own process, and collects
+their ``BENCH`` lines.
 
 Ends with exactly these lines, in this order::
 
@@ -22,6 +24,9 @@ Ends with exactly these lines, in this order::
     BENCH concurrent_drivers_duplicated <n>  target 0
     BENCH concurrent_drivers_lost <n>        target 0
     BENCH serve_attacks_failed <n>           target 0
+    BENCH storage_ms_per_trial_sqlite <ms>   reported (median over rounds; ratios in its output)
+    BENCH storage_ms_per_trial_journal <ms>
+    BENCH storage_ms_per_trial_postgresql <ms>  (-1 without PostgreSQL server binaries)
 
 Exit status 1 when a target is missed or a part did not report its figure.
 Usage: ``python benchmarks/reliability.py [--cases 520] [--kills 12] [--races 10] [--seed 0]``.
@@ -41,7 +46,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 # name -> (comparison, target, what the target means)
-TARGETS: dict[str, tuple[Callable[[int, int], bool], int, str]] = {
+TARGETS: dict[str, tuple[Callable[[float, int], bool], int, str]] = {
     "fuzz_cases": (operator.ge, 500, ">= 500"),
     "fuzz_tracebacks": (operator.eq, 0, "0"),
     "fuzz_max_seconds": (operator.le, 5, "<= 5"),
@@ -56,7 +61,12 @@ TARGETS: dict[str, tuple[Callable[[int, int], bool], int, str]] = {
 }
 
 
-def _bench(script: str, *options: str) -> tuple[dict[str, int], float, int]:
+# Figures reported without a target: what each storage costs is for the user to weigh.
+REPORTED = ("storage_ms_per_trial_sqlite", "storage_ms_per_trial_journal",
+            "storage_ms_per_trial_postgresql")
+
+
+def _bench(script: str, *options: str) -> tuple[dict[str, float], float, int]:
     """Run ``benchmarks/<script>``; its BENCH figures, wall seconds and exit status. Its output
     is passed through, indented (a failing case prints its details there), so that only the
     closing lines of this script start with ``BENCH``."""
@@ -71,7 +81,7 @@ def _bench(script: str, *options: str) -> tuple[dict[str, int], float, int]:
         parts = line.split()
         if len(parts) == 3 and parts[0] == "BENCH":
             try:
-                figures[parts[1]] = int(parts[2])
+                figures[parts[1]] = float(parts[2])
             except ValueError:
                 continue
     return figures, seconds, done.returncode
@@ -94,8 +104,9 @@ def main() -> int:
         ("drivers: two `dse run` of one campaign at once", "reliability_drivers.py",
          ["--races", str(args.races), "--seed", str(args.seed)]),
         ("serve: attacks on `dse report --serve`", "reliability_serve.py", []),
+        ("storage: a trial's cost on each storage", "reliability_storage.py", []),
     ]
-    figures: dict[str, int] = {}
+    figures: dict[str, float] = {}
     exits: dict[str, int] = {}
     for title, script, options in parts:
         print(f"== {title}", flush=True)
@@ -110,14 +121,19 @@ def main() -> int:
     for name, (holds, target, meaning) in TARGETS.items():
         value = figures.get(name)
         verdict = "missing" if value is None else "ok" if holds(value, target) else "MISSED"
-        print(f"{name:30} {value if value is not None else '-':>5}   target {meaning:5}  {verdict}")
+        shown = "-" if value is None else f"{value:g}"
+        print(f"{name:30} {shown:>5}   target {meaning:5}  {verdict}")
         if verdict != "ok":
             missed.append(name)
+    for name in REPORTED:
+        print(f"{name:30} {figures.get(name, -1):g} ms per trial")
     failed = {script: code for script, code in exits.items() if code}
     if failed:
         print(f"a part exited non-zero ({failed}): see its output above")
     for name in TARGETS:
-        print(f"BENCH {name} {figures.get(name, -1)}")
+        print(f"BENCH {name} {figures.get(name, -1):g}")
+    for name in REPORTED:
+        print(f"BENCH {name} {figures.get(name, -1):g}")
     return 1 if missed or failed else 0
 
 

@@ -36,11 +36,14 @@ _API = {
     "DeployedModel": "dse.quality.user_evaluator",
     "graph_stats": "dse.models.graph_stats",
     "GraphStats": "dse.models.graph_stats",
+    "CampaignStorage": "dse.storage",
+    "load_campaign": "dse.results.export",
 }
 
 __all__ = [
     "METRICS",
     "CampaignResult",
+    "CampaignStorage",
     "Candidate",
     "DeployedModel",
     "DeviceCalibration",
@@ -57,6 +60,7 @@ __all__ = [
     "graph_stats",
     "hypervolume",
     "hypervolume_history",
+    "load_campaign",
     "load_experiment",
     "measure_latency",
     "measure_offline",
@@ -85,6 +89,7 @@ if TYPE_CHECKING:
     from dse.metrics import METRICS, MetricSpec
     from dse.models.graph_stats import GraphStats, graph_stats
     from dse.quality.user_evaluator import DeployedModel
+    from dse.results.export import load_campaign
     from dse.search.evaluators import InfeasibleCandidate, ReplayEvaluator
     from dse.search.pareto import (
         hypervolume,
@@ -93,6 +98,7 @@ if TYPE_CHECKING:
         pareto_front,
         pareto_mask,
     )
+    from dse.storage import CampaignStorage
 
 
 def __getattr__(name: str) -> Any:

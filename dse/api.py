@@ -138,7 +138,7 @@ class CampaignResult:
         """One row per trial: status, every parameter, every metric (unit in the column name)."""
         from dse.results import load_campaign, trials_frame
 
-        return trials_frame(load_campaign(self.run_dir))
+        return trials_frame(load_campaign(self.run_dir, self.experiment.storage))
 
     def screening(self) -> ScreeningSummary | None:
         """Trials screened out and device-seconds spent and saved (None with screening off)."""
@@ -164,13 +164,13 @@ def write_report(experiment: Experiment) -> tuple[Path, Path, Path]:
 
     _declare_metrics(experiment)
     with refused_writes_as_errors(experiment.run_dir, REPORT_ADVICE):
-        studies = load_campaign(experiment.run_dir)
+        studies = load_campaign(experiment.run_dir, experiment.storage)
         trials, front = write_results(studies, experiment.run_dir,
                                       [o.metric for o in experiment.space.objectives])
     # The dashboards folder may sit on another disk: a refusal there names that folder.
     with refused_writes_as_errors(experiment.dashboard_path.parent, REPORT_ADVICE):
         dashboard = write_dashboard(experiment.run_dir, experiment.dashboard_path,
-                                    title=experiment.name)
+                                    title=experiment.name, storage=experiment.storage)
         write_index(dashboard.parent)
     return trials, front, dashboard
 
@@ -251,16 +251,16 @@ def _campaign_lease(experiment: Experiment,
                     on_notice: Callable[[str], object] | None) -> Iterator[Lease]:
     """Hold the campaign's lease (one driver per campaign) while the block runs; a lease taken
     over from a dead driver is said once, through ``on_notice`` and the ``dse`` logger."""
-    from dse.results.study_file import check_writable_run_folder
     from dse.results.write_failure import RESUME_ADVICE, refused_writes_as_errors
     from dse.search.lease import Lease
-    from dse.search.study import storage_url
 
+    storage = experiment.storage
     with refused_writes_as_errors(experiment.run_dir, RESUME_ADVICE):
         experiment.run_dir.mkdir(parents=True, exist_ok=True)
-    check_writable_run_folder(experiment.run_dir)
-    with Lease(storage_url(experiment.run_dir), experiment.name,
-               where=str(experiment.path)) as lease:
+        storage.check_writable()
+        storage.remember()
+    with Lease(storage.lease_url, experiment.name, where=str(experiment.path),
+               failure=storage.failure) as lease:
         if lease.took_over:
             notice = f"campaign {experiment.name}: took over the lease of {lease.took_over}"
             logging.getLogger("dse").warning(notice)

@@ -249,7 +249,7 @@ def _print_search_extras(console: Console, result: CampaignResult) -> None:
             f"{summary.device_seconds_saved_est:.1f} s (estimate: screened-out trials × median "
             f"full protocol)")
         console.print(f"screening: {result.run_dir / 'screening.json'}")
-    for study in load_campaign(result.run_dir):
+    for study in load_campaign(result.run_dir, result.experiment.storage):
         plan = study.user_attrs.get("warm_start") or {}
         if plan.get("source"):
             console.print(
@@ -318,12 +318,12 @@ def _serve_dashboards(experiment: Experiment, port: int, refresh: float) -> None
     """Serve until Ctrl-C; a campaign not started yet gets a page that waits for it."""
     from dse.api import write_report
     from dse.report.serve import DashboardServer, LiveCampaign
-    from dse.results.export import STUDY_FILE
 
-    if (experiment.run_dir / STUDY_FILE).is_file():
+    storage = experiment.storage
+    if storage.started():
         write_report(experiment)  # the tables current too, not only the page
     server = DashboardServer(experiment.dashboard_path.parent,
-                             [LiveCampaign(experiment.run_dir, experiment.name)],
+                             [LiveCampaign(experiment.run_dir, experiment.name, storage)],
                              port=port, refresh_seconds=refresh)
     console = _console()
     console.print(f"serving {experiment.dashboard_path.parent} on {server.url} (this machine "

@@ -13,9 +13,9 @@ PARTS = ("search_spaces/free-params-example.yaml", "hw_profiles/replay/replay-ex
          "hw_profiles/tables/zdt1-grid.csv")
 
 
-def replay_campaign(root: Path, name: str, budget: int) -> Path:
+def replay_campaign(root: Path, name: str, budget: int, extra: str = "") -> Path:
     """Lay the campaign out under ``root`` as the repository does (again: only the budget
-    changes) and return its experiment file."""
+    changes) and return its experiment file; ``extra``: more lines of the experiment."""
     for part in PARTS:
         (root / part).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO / part, root / part)
@@ -27,5 +27,5 @@ search_space: ../search_spaces/free-params-example.yaml
 devices: [../hw_profiles/replay/replay-example.yaml]
 sampler: {{name: random, seed: 0}}
 budget: {{trials: {budget}}}
-""")
+{extra}""")
     return experiment

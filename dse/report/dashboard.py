@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import optuna
 import pandas as pd
@@ -50,6 +50,9 @@ from dse.results import (
     study_objectives,
     trials_frame,
 )
+
+if TYPE_CHECKING:
+    from dse.storage import CampaignStorage
 
 
 class DashboardInfo(NamedTuple):
@@ -152,8 +155,10 @@ def dashboard_html(info: DashboardInfo, title: str | None = None) -> str:
     return page_html(title or f"{info.summary.campaign} — dse dashboard", info.summary, sections)
 
 
-def write_dashboard(run_dir: Path, out_path: Path, title: str | None = None) -> Path:
-    """Write the dashboard of the campaign in ``run_dir`` to ``out_path`` (atomically, so a
-    browser reloading during a run never sees half a page); returns ``out_path``."""
-    info = dashboard_info(load_campaign(run_dir), run_dir)
+def write_dashboard(run_dir: Path, out_path: Path, title: str | None = None,
+                    storage: CampaignStorage | None = None) -> Path:
+    """Write the dashboard of the campaign in ``run_dir`` (its study in ``storage``, by default
+    where the run folder says) to ``out_path`` (atomically, so a browser reloading during a run
+    never sees half a page); returns ``out_path``."""
+    info = dashboard_info(load_campaign(run_dir, storage), run_dir)
     return atomic_write_text(out_path, dashboard_html(info, title))

@@ -39,17 +39,16 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any, BinaryIO
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from optuna.exceptions import StorageInternalError
-from optuna.storages import RDBStorage
-from optuna.trial import TrialState
 from sqlalchemy.exc import SQLAlchemyError
 
 from dse.exceptions import DseError
 from dse.report.dashboard import write_dashboard
 from dse.report.index import INDEX_FILE, write_index
-from dse.results.export import STUDY_FILE
+from dse.storage import CampaignStorage
+from dse.storage.activity import has_running_trials, stamp, started
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -94,10 +93,16 @@ class LiveCampaign:
 
     run_dir: Path
     title: str | None = None
+    storage: CampaignStorage | None = None
+    """Where the study lives (the experiment's ``storage:``); by default where the run folder
+    says."""
 
     @property
     def name(self) -> str:
         return self.run_dir.name
+
+    def chosen_storage(self) -> CampaignStorage:
+        return self.storage or CampaignStorage.of_run_folder(self.run_dir)
 
 
 @dataclass
@@ -110,44 +115,6 @@ class _Watch:
     fingerprint: tuple[tuple[str, int, int], ...] | None = None
     running: bool = False
     error: str | None = None
-
-
-def study_fingerprint(run_dir: Path) -> tuple[tuple[str, int, int], ...]:
-    """Modification time and size of the study database and its journals: any write by the
-    campaign changes it. Empty while the campaign has not started."""
-    stamps = []
-    for suffix in ("", "-wal", "-journal"):
-        path = run_dir / f"{STUDY_FILE}{suffix}"
-        try:
-            stat_result = path.stat()
-        except FileNotFoundError:
-            continue
-        stamps.append((path.name, stat_result.st_mtime_ns, stat_result.st_size))
-    return tuple(stamps)
-
-
-def study_started(fingerprint: tuple[tuple[str, int, int], ...]) -> bool:
-    """Whether the study database exists and holds something: SQLite creates the file empty
-    before it writes the schema, and there is nothing to read until then."""
-    return any(name == STUDY_FILE and size > 0 for name, _, size in fingerprint)
-
-
-def has_running_trials(run_dir: Path) -> bool:
-    """True while some trial in the run folder's study database is running or waiting (the
-    campaign is under way, or its driver was killed mid-trial and has not been resumed).
-
-    Asked of the storage with a state filter, so only those trials are read: loading a whole
-    study of 10,000 trials through Optuna takes seconds.
-    """
-    url = f"sqlite:///file:{quote(str((run_dir / STUDY_FILE).resolve()))}?mode=ro&uri=true"
-    storage = RDBStorage(url)
-    try:
-        states = (TrialState.RUNNING, TrialState.WAITING)
-        return any(storage.get_all_trials(storage.get_study_id_from_name(study.study_name),
-                                          deepcopy=False, states=states)
-                   for study in storage.get_all_studies())
-    finally:
-        storage.engine.dispose()
 
 
 def with_refresh(page: bytes, seconds: float) -> bytes:
@@ -283,8 +250,12 @@ class DashboardServer:
         """
         watch = self._watches[name]
         with watch.lock:
-            fingerprint = study_fingerprint(watch.campaign.run_dir)
-            if not study_started(fingerprint):  # not started yet: keep asking
+            try:
+                fingerprint = stamp(watch.campaign.chosen_storage(), name)
+            except _STUDY_READ_ERRORS as exc:  # a database server away: keep the last page
+                self._log_error(watch, exc)
+                return True
+            if not started(fingerprint):  # not started yet: keep asking
                 return True
             if fingerprint != watch.fingerprint or not self.page_path(name).is_file():
                 if not self._rebuild(watch):
@@ -298,17 +269,23 @@ class DashboardServer:
         """Write the page afresh; False (and one log line per new error) when it failed."""
         campaign = watch.campaign
         try:
-            write_dashboard(campaign.run_dir, self.page_path(campaign.name), title=campaign.title)
-            watch.running = has_running_trials(campaign.run_dir)
+            storage = campaign.chosen_storage()
+            write_dashboard(campaign.run_dir, self.page_path(campaign.name), title=campaign.title,
+                            storage=storage)
+            watch.running = has_running_trials(storage, campaign.name)
         except _STUDY_READ_ERRORS as exc:
-            error = _one_line(exc)
-            if error != watch.error:  # a page reloading every few seconds would repeat it
-                _LOG.warning("dashboard of %s not rebuilt (kept the last one): %s",
-                             campaign.name, error)
-            watch.error = error
+            self._log_error(watch, exc)
             return False
         watch.error = None
         return True
+
+    @staticmethod
+    def _log_error(watch: _Watch, exc: BaseException) -> None:
+        error = _one_line(exc)
+        if error != watch.error:  # a page reloading every few seconds would repeat it
+            _LOG.warning("dashboard of %s not rebuilt (kept the last one): %s",
+                         watch.campaign.name, error)
+        watch.error = error
 
     def refresh_index(self) -> Path:
         with self._index_lock:
@@ -340,11 +317,17 @@ class DashboardServer:
         if page is not None:
             return page
         why = (f"the dashboard could not be built yet from {campaign.run_dir} (see the "
-               f"server's log)" if study_started(study_fingerprint(campaign.run_dir)) else
-               f"campaign {campaign.name} has not started yet (no {STUDY_FILE} in "
-               f"{campaign.run_dir})")
+               f"server's log)" if self._started(campaign) else
+               f"campaign {campaign.name} has not started yet (nothing in its storage)")
         return with_refresh(waiting_page(campaign, why + "; this page reloads by itself"),
                             self.refresh_seconds)
+
+    @staticmethod
+    def _started(campaign: LiveCampaign) -> bool:
+        try:
+            return started(stamp(campaign.chosen_storage(), campaign.name))
+        except _STUDY_READ_ERRORS:
+            return False
 
     def _read_page(self, file_name: str, live: bool) -> bytes | None:
         file = open_inside(self.dashboards_dir, file_name)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
-from urllib.parse import quote
+from typing import TYPE_CHECKING
 
 import optuna
 
@@ -14,8 +15,10 @@ from dse.atomic import atomic_write, atomic_write_text
 from dse.exceptions import DseError
 from dse.results.baseline import baseline_ids, relative_to_baseline
 from dse.results.fidelity import SCREENING_FILE, screening_summary
-from dse.results.study_file import check_study_file
 from dse.results.table import front_frame, portable_front, trials_frame
+
+if TYPE_CHECKING:
+    from dse.storage import CampaignStorage
 
 STUDY_FILE = "study.db"
 TRIALS_FILE = "trials.parquet"
@@ -47,55 +50,63 @@ def write_results(study: optuna.Study | Sequence[optuna.Study], run_dir: Path,
     return parquet, csv
 
 
-def _read_only_storage(run_dir: Path) -> str:
-    path = run_dir / STUDY_FILE
+def _storage(run_dir: Path, storage: CampaignStorage | None) -> CampaignStorage:
+    from dse.storage import CampaignStorage
+
+    return storage if storage is not None else CampaignStorage.of_run_folder(run_dir)
+
+
+def load_campaign(run_dir: Path, storage: CampaignStorage | None = None) -> list[optuna.Study]:
+    """Every study of the campaign in ``run_dir``, read-only: the one study of a single-device
+    campaign, or one per device profile (``<campaign>@<profile>``), in name order. ``storage``:
+    where the study lives (the experiment's ``storage:``); by default what the run folder says
+    (its ``storage.json``; ``study.db`` when it says nothing)."""
+    chosen = _storage(run_dir, storage)
     # Optuna would create an empty database where none is; a damaged one would surface as an
     # SQLAlchemy traceback: both are said in one line first.
-    check_study_file(path)
-    return f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true"
-
-
-def load_campaign(run_dir: Path) -> list[optuna.Study]:
-    """Every study of the campaign in ``run_dir``, read-only: the one study of a single-device
-    campaign, or one per device profile (``<campaign>@<profile>``), in name order."""
-    storage = _read_only_storage(run_dir)
-    names = sorted(optuna.study.get_all_study_names(storage))
+    chosen.check_readable()
+    reader = chosen.for_reading()
+    names = sorted(chosen.guarded(lambda: optuna.study.get_all_study_names(reader)))
     mine = [n for n in names if n == run_dir.name or n.startswith(f"{run_dir.name}@")]
-    if not mine and len(names) == 1:
-        mine = names
+    if not mine and len(names) == 1 and chosen.kind != "postgresql":
+        mine = names  # a run folder renamed; a shared database's other studies are others'
     if not mine:
-        raise DseError(f"{run_dir / STUDY_FILE} holds no study of campaign {run_dir.name!r} "
-                       f"(it holds {names})")
-    return [_read_study(run_dir / STUDY_FILE, name, storage) for name in mine]
+        shown = names if len(names) <= 10 else [*names[:10], "..."]
+        raise DseError(f"{chosen.location} holds no study of campaign {run_dir.name!r} "
+                       f"(it holds {shown})")
+    return [chosen.guarded(partial(_read_study, chosen, name, reader)) for name in mine]
 
 
-def _read_study(db: Path, name: str, storage: str) -> optuna.Study:
+def _read_study(chosen: CampaignStorage, name: str, reader: object) -> optuna.Study:
     """The study, its trials read straight from SQLite when the schema is one dse knows (10,000
     trials: 0.3 s instead of 7 s through Optuna's ORM), else through Optuna."""
     from dse.results.sqlite_read import SnapshotStudy, read_trials
 
-    trials = read_trials(db, name)
-    if trials is None:
-        return optuna.load_study(study_name=name, storage=storage)
-    return SnapshotStudy(name, storage, trials)
+    if chosen.kind == "sqlite" and chosen.path is not None:
+        trials = read_trials(chosen.path, name)
+        if trials is not None:
+            assert isinstance(reader, str)
+            return SnapshotStudy(name, reader, trials)
+    return optuna.load_study(study_name=name, storage=reader)  # type: ignore[arg-type]
 
 
-def load_study(run_dir: Path) -> optuna.Study:
-    """Open the campaign study stored in ``run_dir/study.db``, read-only.
+def load_study(run_dir: Path, storage: CampaignStorage | None = None) -> optuna.Study:
+    """Open the campaign study stored in ``run_dir`` (or ``storage``), read-only.
 
-    SQLite's read-only mode means a report can never alter a study, not even by a schema
-    upgrade, and may run while the campaign writes. The folder holds one study (the campaign);
-    should it hold several, the one named like the folder is taken.
+    SQLite's read-only mode (a PostgreSQL session's read-only transactions) means a report can
+    never alter a study, not even by a schema upgrade, and may run while the campaign writes.
+    The storage holds one study (the campaign); should it hold several, the one named like the
+    folder is taken.
     """
-    path = run_dir / STUDY_FILE
-    check_study_file(path)
-    storage = f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true"
-    names = optuna.study.get_all_study_names(storage)
+    chosen = _storage(run_dir, storage)
+    chosen.check_readable()
+    reader = chosen.for_reading()
+    names = chosen.guarded(lambda: optuna.study.get_all_study_names(reader))
     if len(names) == 1:
         name = names[0]
     elif run_dir.name in names:
         name = run_dir.name
     else:
-        raise DseError(f"{path} holds {len(names)} studies {names}; expected one, or one named "
-                       f"{run_dir.name!r}")
-    return optuna.load_study(study_name=name, storage=storage)
+        raise DseError(f"{chosen.location} holds {len(names)} studies {names}; expected one, or "
+                       f"one named {run_dir.name!r}")
+    return chosen.guarded(lambda: optuna.load_study(study_name=name, storage=reader))

@@ -23,7 +23,7 @@ EXAMPLE_FRONT = (0, 1, 2)
 
 
 def campaign_study(name: str, objectives: Sequence[str], constraints: Sequence[str] = (),
-                   storage: str | None = None) -> optuna.Study:
+                   storage: str | optuna.storages.BaseStorage | None = None) -> optuna.Study:
     """An empty campaign study: directions from the metrics table, the loop's study attrs."""
     study = optuna.create_study(
         storage=storage, study_name=name,
@@ -65,7 +65,8 @@ def candidate(backend: str, precision: str, width: float, threads: int | str,
             "device_profile": "local-cpu"}
 
 
-def example_study(storage: str | None = None, name: str = "example") -> optuna.Study:
+def example_study(storage: str | optuna.storages.BaseStorage | None = None,
+                  name: str = "example") -> optuna.Study:
     """Nine trials of accuracy (max) vs p99 latency (min) under ``process_rss_peak_mb <= 4096``.
 
     0, 1, 2 form the front. 3 is dominated by 1; 4 beats everyone but breaks the memory bound;

@@ -23,6 +23,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -156,8 +157,11 @@ class Lease:
     the lease was free)."""
 
     def __init__(self, url: str, campaign: str, *, where: str, expiry_s: float = EXPIRY_S,
-                 beat_s: float = BEAT_S) -> None:
+                 beat_s: float = BEAT_S,
+                 failure: Callable[[BaseException], DseError | None] | None = None) -> None:
         self.url, self.campaign, self.where = url, campaign, where
+        # The storage's own one-line account of a fault (server away, file damaged), if any.
+        self.failure = failure
         self.expiry_s, self.beat_s = expiry_s, beat_s
         self.holder = me()
         self.took_over = ""
@@ -173,6 +177,9 @@ class Lease:
             self._store = LeaseStore(self.url)
             self._acquire(self._store)
         except sa.exc.SQLAlchemyError as exc:
+            described = None if self.failure is None else self.failure(exc)
+            if described is not None:
+                raise described from None
             raise DseError(f"{self.where}: cannot take the campaign's lease in its storage: "
                            f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None
         self._thread = threading.Thread(target=self._beat, name="dse-lease", daemon=True)

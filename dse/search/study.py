@@ -28,10 +28,19 @@ if TYPE_CHECKING:
     import optuna
 
     from dse.spec import Experiment
+    from dse.storage import CampaignStorage
 
 
 def storage_url(run_dir: Path) -> str:
+    """The SQLAlchemy URL of a run folder's SQLite study (the default storage)."""
     return f"sqlite:///{run_dir / 'study.db'}"
+
+
+def campaign_storage(where: Path | CampaignStorage) -> CampaignStorage:
+    """``where`` as a storage: a run folder stands for its SQLite study."""
+    from dse.storage import CampaignStorage
+
+    return where if isinstance(where, CampaignStorage) else CampaignStorage.sqlite(where)
 
 
 # -- samplers ------------------------------------------------------------------------------------
@@ -350,18 +359,24 @@ def study_name(campaign: str, profile: str, device_count: int) -> str:
     return campaign if device_count == 1 else f"{campaign}@{profile}"
 
 
-def resolve_study_names(run_dir: Path, campaign: str, profiles: Sequence[str]) -> dict[str, str]:
-    """Each profile's study name in the campaign's storage: :func:`study_name`, unless the
+def resolve_study_names(where: Path | CampaignStorage, campaign: str,
+                        profiles: Sequence[str]) -> dict[str, str]:
+    """Each profile's study name in the campaign's storage (``where``: a run folder's SQLite
+    study, or a :class:`~dse.storage.CampaignStorage`): :func:`study_name`, unless the
     profile's study exists under the other form. A campaign rerun with a device added keeps its
     first device's study ``<campaign>`` (so that it resumes, and can seed the new device's
     study); one rerun with a device left out keeps ``<campaign>@<profile>``. A name held by
     another profile's study is never taken: that profile gets ``<campaign>@<profile>``."""
     import optuna
 
-    storage = storage_url(run_dir)
+    storage = campaign_storage(where)
     owners: dict[str, str | None] = {}
-    if (run_dir / "study.db").is_file():
-        for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+    # A file storage not written yet is not created by a look at it.
+    if storage.path is None or storage.path.is_file():
+        url = storage.for_writing()
+        summaries = storage.guarded(
+            lambda: optuna.get_all_study_summaries(url, include_best_trial=False))
+        for summary in summaries:
             owner = summary.user_attrs.get("device_profile")
             owners[summary.study_name] = None if owner is None else str(owner)
     names = {}
@@ -412,7 +427,7 @@ def open_experiment_studies(experiment: Experiment,
     plans = {} if baseline is None else {
         p.name: plan_baseline(baseline, experiment.space, p, capabilities=p.name not in evaluated)
         for p in experiment.devices}
-    studies = open_studies(experiment.run_dir, experiment.name, experiment.space,
+    studies = open_studies(experiment.storage, experiment.name, experiment.space,
                            experiment.spec.sampler, [p.name for p in experiment.devices], plans)
     for profile in experiment.devices:
         # The report has only the study: it draws the roofline's ceilings from these. Written on
@@ -431,16 +446,17 @@ def open_experiment_studies(experiment: Experiment,
     return studies
 
 
-def open_studies(run_dir: Path, campaign: str, space: SearchSpace, sampler: SamplerSpec,
-                 profiles: list[str],
+def open_studies(where: Path | CampaignStorage, campaign: str, space: SearchSpace,
+                 sampler: SamplerSpec, profiles: list[str],
                  baselines: Mapping[str, BaselinePlan] | None = None) -> dict[str, optuna.Study]:
-    """One study per device profile (see :func:`study_name`), created or resumed; ``baselines``
+    """One study per device profile (see :func:`study_name`), created or resumed in ``where``
+    (a run folder's SQLite study, or a :class:`~dse.storage.CampaignStorage`); ``baselines``
     holds each profile's baseline (see :func:`open_study`). A profile that already has a study
     under the other form of the name (the campaign gained or lost a device since) resumes it."""
-    names = resolve_study_names(run_dir, campaign, profiles)
+    names = resolve_study_names(where, campaign, profiles)
     studies = {}
     for profile in profiles:
-        study = open_study(run_dir, names[profile], space, sampler,
+        study = open_study(where, names[profile], space, sampler,
                            (baselines or {}).get(profile))
         study.set_user_attr("campaign", campaign)
         study.set_user_attr("device_profile", profile)
@@ -448,9 +464,10 @@ def open_studies(run_dir: Path, campaign: str, space: SearchSpace, sampler: Samp
     return studies
 
 
-def open_study(run_dir: Path, name: str, space: SearchSpace, sampler: SamplerSpec,
-               baseline: BaselinePlan | None = None) -> optuna.Study:
-    """Create the campaign's study, or load it to resume.
+def open_study(where: Path | CampaignStorage, name: str, space: SearchSpace,
+                sampler: SamplerSpec, baseline: BaselinePlan | None = None) -> optuna.Study:
+    """Create the campaign's study in ``where`` (a run folder's SQLite study, or a
+    :class:`~dse.storage.CampaignStorage`), or load it to resume.
 
     Refuses to resume a study made with other objectives or another space: its trials would not
     be comparable (and Optuna cannot change a parameter's choices within one study).
@@ -463,20 +480,22 @@ def open_study(run_dir: Path, name: str, space: SearchSpace, sampler: SamplerSpe
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    chosen = campaign_storage(where)
+    run_dir = chosen.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     objectives = [o.metric for o in space.objectives]
     constraints = [str(c) for c in space.constraints]
-    storage = storage_url(run_dir)
-    existing = optuna.study.get_all_study_names(storage)
+    storage = chosen.for_writing()
+    existing = chosen.guarded(lambda: optuna.study.get_all_study_names(storage))
     resumed = 0
     if name in existing:
-        previous = optuna.load_study(study_name=name, storage=storage)
+        previous = chosen.guarded(lambda: optuna.load_study(study_name=name, storage=storage))
         # A study written before a metric was renamed names it by its former name.
         raw = previous.user_attrs.get("objectives")
         stored_objectives = None if raw is None else [current_metric_name(str(n)) for n in raw]
         if stored_objectives != objectives:
             raise SpecError([
-                f"{run_dir / 'study.db'}: objectives: the stored study optimises "
+                f"{chosen.location}: objectives: the stored study optimises "
                 f"{stored_objectives}, the experiment asks {objectives}; "
                 f"rename the campaign or delete its run folder"])
         stored = previous.user_attrs.get("space_fingerprint", {})
@@ -485,15 +504,15 @@ def open_study(run_dir: Path, name: str, space: SearchSpace, sampler: SamplerSpe
                    if not _unchanged(k, v, stored, before[k])]
         if changed:
             raise SpecError([
-                f"{run_dir / 'study.db'}: {', '.join(changed)}: the search space {space.name!r} "
+                f"{chosen.location}: {', '.join(changed)}: the search space {space.name!r} "
                 f"changed since this campaign's study was created; rename the campaign to start "
-                f"a new study, or delete {run_dir} to start over"])
+                f"a new study, or delete {_what_to_delete(chosen, name)} to start over"])
         resumed = len(previous.trials)
-    study = optuna.create_study(
+    study = chosen.guarded(lambda: optuna.create_study(
         storage=storage, study_name=name, load_if_exists=True,
         directions=[metric(m).direction.value for m in objectives],
         sampler=make_sampler(sampler, resumed),
-    )
+    ))
     study.set_user_attr("campaign", name)
     study.set_user_attr("objectives", objectives)
     study.set_user_attr("constraints", constraints)
@@ -503,6 +522,12 @@ def open_study(run_dir: Path, name: str, space: SearchSpace, sampler: SamplerSpe
     if baseline is not None and resumed == 0:
         _queue_baseline(study, baseline)
     return study
+
+
+def _what_to_delete(storage: CampaignStorage, name: str) -> str:
+    if storage.kind == "postgresql":
+        return f"its study {name!r} (optuna delete-study --storage URL --study-name {name})"
+    return str(storage.run_dir)
 
 
 def _queue_baseline(study: optuna.Study, baseline: BaselinePlan) -> None:

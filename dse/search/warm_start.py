@@ -28,7 +28,7 @@ from dse.candidate import Candidate
 from dse.exceptions import SpecError
 from dse.metrics import current_constraint_text, current_metric_name
 from dse.search.pareto import pareto_mask
-from dse.search.study import baseline_problems, plan_baseline, storage_url
+from dse.search.study import baseline_problems, plan_baseline
 from dse.spec.models import BaselineSpec, HardwareProfile, SearchSpace, WarmStartSpec
 
 if TYPE_CHECKING:
@@ -187,10 +187,11 @@ def _campaign_studies(experiment: Experiment,
     experiment no longer lists."""
     import optuna
 
-    storage = storage_url(experiment.run_dir)
+    chosen = experiment.storage
+    storage = chosen.for_writing()
     mine = {study.study_name: study for study in opened.values()}
     campaign = experiment.name
-    for name in optuna.study.get_all_study_names(storage):
+    for name in chosen.guarded(lambda: optuna.study.get_all_study_names(storage)):
         if name not in mine and (name == campaign or name.startswith(f"{campaign}@")):
             mine[name] = optuna.load_study(study_name=name, storage=storage)
     return [mine[name] for name in sorted(mine)]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from dse.exceptions import SpecError
+from dse.exceptions import DseError, SpecError
 from dse.spec.bounded_yaml import MAX_FILE_BYTES, LimitExceeded, SpecLoader
 from dse.spec.errors import describe_validation_error, describe_yaml_error
 from dse.spec.filesystem import FileRefused, folder_problem, read_regular_file
@@ -20,6 +20,7 @@ from dse.spec.models import ExperimentSpec, HardwareProfile, SearchSpace
 
 if TYPE_CHECKING:
     from dse.candidate import Candidate
+    from dse.storage import CampaignStorage
 
 M = TypeVar("M", bound=BaseModel)
 # A custom evaluator: measures a candidate on the driver's machine, returns metric -> value.
@@ -161,6 +162,14 @@ class Experiment:
         return output_folders(self.path, self.spec).get("cache_dir", self.run_dir / "cache")
 
     @property
+    def storage(self) -> CampaignStorage:
+        """Where the campaign's study lives (``storage:``; an ``env:NAME`` read now)."""
+        from dse.storage import CampaignStorage
+
+        return CampaignStorage.from_setting(self.spec.storage, self.run_dir,
+                                            where=f"{self.path}: storage")
+
+    @property
     def dashboard_path(self) -> Path:
         folder = output_folders(self.path, self.spec)["dashboards_dir"]
         return (folder / f"{self.spec.name}.html").resolve()
@@ -193,6 +202,18 @@ def _folder_problems(path: Path, spec: ExperimentSpec) -> list[str]:
     return problems
 
 
+def _storage_problems(path: Path, spec: ExperimentSpec) -> list[str]:
+    """An ``env:NAME`` storage whose variable is unset or holds no usable URL: said at validate
+    time (the form itself is checked with the field)."""
+    from dse.storage import CampaignStorage
+
+    try:
+        CampaignStorage.from_setting(spec.storage, Path(), where=f"{path}: storage")
+    except DseError as exc:
+        return [str(exc)]
+    return []
+
+
 def load_experiment_files(path: Path) -> Experiment:
     """Load an experiment and the files it names; every problem in every file is reported at once."""
     spec = load_model(path, ExperimentSpec)
@@ -221,6 +242,7 @@ def load_experiment_files(path: Path) -> Experiment:
         problems.extend(_cross_check(path, space, devices))
         problems.extend(_percentile_check(path, spec, space))
     problems.extend(_folder_problems(path, spec))
+    problems.extend(_storage_problems(path, spec))
     if problems:
         raise SpecError(problems)
     assert space is not None

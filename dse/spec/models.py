@@ -823,6 +823,13 @@ class ExperimentSpec(Strict):
                                      description="Latency sampling settings.")
     farm: FarmSpec = Field(default_factory=FarmSpec,
                            description="Device farm address and fault handling.")
+    storage: str = Field(
+        default="sqlite",
+        description="Where the campaign's study lives: sqlite (study.db in the run folder, the "
+                    "default), journal (Optuna's journal file, study.journal in the run folder), "
+                    "postgresql://USER@HOST[:PORT]/DATABASE (a server shared by a team; the "
+                    "password from PGPASSWORD or ~/.pgpass, never in this file), or env:NAME (an "
+                    "environment variable holding such a URL).")
     runs_dir: Path = Field(default=Path("runs"),
                            description="Where run folders go, relative to this file.")
     dashboards_dir: Path = Field(default=Path("../dashboards"),
@@ -832,3 +839,13 @@ class ExperimentSpec(Strict):
         description="Build cache (trained weights, artifacts), relative to this file; campaigns "
                     "and farm workers that name the same folder share it. Default: the run "
                     "folder's cache/.")
+
+    @field_validator("storage")
+    @classmethod
+    def _storage_form(cls, value: str) -> str:
+        from dse.storage import STORAGE_FORMS, setting_problem
+
+        problem = setting_problem(value)
+        if problem is not None:
+            raise ValueError(f"{problem}; allowed: {STORAGE_FORMS}")
+        return value

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dse.backends.base import Backend, Runner, default_threads, thread_knob
-from dse.backends.capabilities import CAPABILITIES
+from dse.backends.capabilities import BF16_CC, CAPABILITIES, TRITON_CC
 from dse.build.artifact import TORCH_DTYPES
 from dse.exceptions import BuildError
+from dse.parts.backends import Capability
 
 if TYPE_CHECKING:
     import torch
@@ -178,3 +179,28 @@ def _c_strides(array: np.ndarray) -> tuple[int, ...]:
         strides.append(step)
         step *= length
     return tuple(reversed(strides))
+
+
+def torch_capability(backend: str, precision: str, kind: str) -> Capability:
+    if precision in ("int8", "fp8"):
+        engine = "torch eager" if backend == "torch" else "torch.compile"
+        return Capability(False, f"{engine} {precision} needs a quantized torch module; use "
+                                 f"{'onnxruntime or ' if precision == 'int8' else ''}tensorrt for "
+                                 f"{precision}", "a quantized torch module")
+    runs = {"torch": "eager PyTorch", "torch_compile": "torch.compile (inductor)"}[backend]
+    if kind == "cpu":
+        needs = "torch" if backend == "torch" else "torch with inductor and a C++ compiler (gcc)"
+        if precision == "bf16":
+            needs += "; fast only on CPUs with AVX512-BF16 or AMX"
+        elif precision == "fp16":
+            needs += "; fast only on CPUs with AVX512-FP16 or AMX-FP16"
+        return Capability(True, f"{runs} on the CPU, {precision}", needs)
+    floor = BF16_CC if precision == "bf16" else (TRITON_CC if backend == "torch_compile" else None)
+    gpu = "a CUDA build of torch" if kind == "cuda" else "a JetPack (CUDA) build of torch"
+    if backend == "torch_compile":
+        gpu += " with triton"
+    if floor is not None:
+        gpu += f", on a CUDA device with compute capability >= {floor}"
+        if precision == "bf16":
+            gpu += " for bf16"
+    return Capability(True, f"{runs} on the {kind} GPU, {precision}", gpu, floor)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from dse.build import Artifact
+    from dse.parts.backends import BackendDeclaration
     from dse.spec import HardwareProfile
 
 # Keys every runner's describe() has, so results can be compared across backends.
@@ -76,15 +77,26 @@ class Backend(ABC):
     import their runtime inside ``compile`` so that importing the backend costs nothing.
 
     Class attributes:
+        declaration: everything about the backend that is known without its runtime (artifact
+            format, capability entries, knobs, libraries, extra): the one place a backend is
+            described; ``name``, ``knobs`` and ``thread_knob`` are read from it.
         name: the name search spaces and capability entries use.
         knobs: the runtime knobs ``compile`` accepts; any other raises BuildError.
         thread_knob: the knob (one of ``knobs``) that sets the runner's CPU threads; the runner's
             ``describe()["threads"]`` reports the count in effect.
     """
 
+    declaration: ClassVar[BackendDeclaration]
     name: ClassVar[str]
     knobs: ClassVar[frozenset[str]]
     thread_knob: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = cls.__dict__.get("declaration")
+        if declared is not None:
+            cls.name, cls.knobs, cls.thread_knob = (declared.name, declared.knobs,
+                                                    declared.thread_knob)
 
     @abstractmethod
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,

@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dse.backends.base import Backend, Runner, default_threads, thread_knob
+from dse.backends.capabilities import FP8_CC
 from dse.backends.ort_placement import CPU_PROVIDER, Placement, check_placement, profile_first_run
 from dse.backends.registry import register_backend
 from dse.exceptions import BuildError
+from dse.parts.backends import BackendDeclaration, Capability
 
 if TYPE_CHECKING:
     from dse.build import Artifact
@@ -246,6 +248,37 @@ def start_onnxruntime(provider: str) -> None:
         return
 
 
+# The device-fingerprint entry of every ONNX Runtime backend: the installed build's version.
+ORT_FINGERPRINT = {"onnxruntime": ("onnxruntime-gpu", "onnxruntime")}
+
+
+def _capability(precision: str, kind: str) -> Capability:
+    if kind != "cpu":
+        return Capability(False, "the onnxruntime backend is ONNX Runtime's CPU execution provider: "
+                                 "on a GPU device it would measure the host CPU; use "
+                                 "onnxruntime_cuda or onnxruntime_tensorrt",
+                          "a cpu device profile")
+    if precision == "fp32":
+        return Capability(True, "ONNX Runtime CPU execution provider", "onnxruntime")
+    if precision == "int8":
+        return Capability(
+            True, "ONNX Runtime static int8 quantization (QDQ) on the CPU execution provider",
+            "onnxruntime (with its quantization tools)")
+    if precision == "fp8":
+        return Capability(False, "CPUs have no fp8 arithmetic: ONNX Runtime's CPU provider would run "
+                                 "fp8 Q/DQ as fp32; fp8 runs on TensorRT (tensorrt backend, compute "
+                                 f"capability >= {FP8_CC})", "a GPU with fp8 tensor cores")
+    if precision == "fp16":
+        # Measured (onnxruntime 1.32, x86): the fp16 graph loads, but ORT inserts casts and runs
+        # every Conv/Gemm in fp32 — 1.9x slower than the fp32 graph, and not an fp16 result.
+        return Capability(False, "ONNX Runtime's CPU execution provider has no fp16 Conv/Gemm "
+                                 "kernels on x86: it inserts casts and computes in fp32; use torch "
+                                 "for fp16 on a CPU", "an execution provider with fp16 kernels")
+    return Capability(False, "ONNX Runtime's CPU execution provider has no bf16 Conv kernel (the "
+                             "bf16 graph does not load); use torch for bf16 on a CPU",
+                      "an execution provider with bf16 kernels")
+
+
 @register_backend
 class OrtBackend(Backend):
     """Loads an ONNX artifact (fp32 or QDQ int8) into a CPU session.
@@ -256,9 +289,11 @@ class OrtBackend(Backend):
     work, so ``compile_seconds`` stays None.
     """
 
-    name = "onnxruntime"
-    knobs = SESSION_KNOBS
-    thread_knob = "intra_op_threads"
+    declaration = BackendDeclaration(
+        name="onnxruntime", artifact_format="onnx", capability=_capability, knobs=SESSION_KNOBS,
+        thread_knob="intra_op_threads", libraries=("onnxruntime", "onnx"),
+        fingerprint=ORT_FINGERPRINT, extra="onnxruntime",
+        summary="ONNX Runtime, CPU execution provider")
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)

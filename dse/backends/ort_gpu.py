@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dse.backends.base import Backend, Runner
-from dse.backends.capabilities import supports
+from dse.backends.capabilities import NO_GPU, gpu_runtime, supports
 from dse.backends.ort import (
+    ORT_FINGERPRINT,
     SESSION_KNOBS,
     SessionPlan,
     SessionSettings,
@@ -36,9 +37,10 @@ from dse.backends.ort import (
 )
 from dse.backends.ort_placement import TENSORRT_PROVIDER
 from dse.backends.registry import register_backend
-from dse.build.fingerprint import device_cache_root
+from dse.build.fingerprint import TENSORRT_DISTRIBUTIONS, device_cache_root
 from dse.candidate import stable_hash
 from dse.exceptions import BuildError
+from dse.parts.backends import BackendDeclaration, Capability
 
 if TYPE_CHECKING:
     from dse.build import Artifact
@@ -124,6 +126,34 @@ def _int_knob(knobs: Mapping[str, Any], name: str, allowed: range | None) -> int
     return int(value)
 
 
+def _cuda_capability(precision: str, kind: str) -> Capability:
+    needs = gpu_runtime(kind, "onnxruntime-gpu with the CUDA execution provider")
+    if kind == "cpu":
+        return Capability(False, f"onnxruntime_cuda {NO_GPU}", needs)
+    if precision in ("fp32", "fp16"):
+        return Capability(True, f"ONNX Runtime CUDA execution provider, {precision} ONNX graph "
+                                "(float32 inputs and outputs)", needs)
+    if precision == "bf16":
+        return Capability(False, "ONNX Runtime's CUDA execution provider has no bf16 Conv kernel; "
+                                 "use tensorrt or torch for bf16", needs)
+    return Capability(False, f"ONNX Runtime's CUDA execution provider runs {precision} Q/DQ "
+                             "graphs dequantized in fp32; use onnxruntime_tensorrt or tensorrt for "
+                             f"{precision}", needs)
+
+
+def _tensorrt_capability(precision: str, kind: str) -> Capability:
+    needs = gpu_runtime(kind, "onnxruntime-gpu with the TensorRT execution provider and TensorRT")
+    if kind == "cpu":
+        return Capability(False, f"onnxruntime_tensorrt {NO_GPU}", needs)
+    if precision in ("fp32", "fp16"):
+        return Capability(True, f"ONNX Runtime TensorRT execution provider, {precision}", needs)
+    if precision == "int8":
+        return Capability(True, "ONNX Runtime TensorRT execution provider, int8 from the Q/DQ graph "
+                                "(explicit quantization)", needs)
+    return Capability(False, f"dse does not build {precision} through ONNX Runtime's TensorRT "
+                             f"provider; the tensorrt backend builds {precision} engines", needs)
+
+
 @register_backend
 class OrtCudaBackend(Backend):
     """ONNX Runtime's CUDA execution provider, fp32 or fp16 ONNX graphs (float32 inputs and
@@ -136,9 +166,11 @@ class OrtCudaBackend(Backend):
     search for the candidate's batch size happens.
     """
 
-    name = "onnxruntime_cuda"
-    knobs = SESSION_KNOBS | {"cudnn_conv_algo_search"}
-    thread_knob = "intra_op_threads"
+    declaration = BackendDeclaration(
+        name="onnxruntime_cuda", artifact_format="onnx", capability=_cuda_capability,
+        knobs=SESSION_KNOBS | {"cudnn_conv_algo_search"}, thread_knob="intra_op_threads",
+        libraries=("onnxruntime-gpu", "onnx"), fingerprint=ORT_FINGERPRINT,
+        extra="gpu", summary="ONNX Runtime, CUDA execution provider")
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)
@@ -182,9 +214,13 @@ class OrtTensorrtBackend(Backend):
     ``NVIDIA_TF32_OVERRIDE=0`` would stop it, for every library in the process).
     """
 
-    name = "onnxruntime_tensorrt"
-    knobs = SESSION_KNOBS | {"trt_max_workspace_size", "trt_builder_optimization_level"}
-    thread_knob = "intra_op_threads"
+    declaration = BackendDeclaration(
+        name="onnxruntime_tensorrt", artifact_format="onnx", capability=_tensorrt_capability,
+        knobs=SESSION_KNOBS | {"trt_max_workspace_size", "trt_builder_optimization_level"},
+        thread_knob="intra_op_threads", int8_symmetric=True,
+        libraries=("onnxruntime-gpu", "onnx", "tensorrt"),
+        fingerprint={**ORT_FINGERPRINT, "tensorrt": TENSORRT_DISTRIBUTIONS},
+        extra="tensorrt", summary="ONNX Runtime, TensorRT execution provider")
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)

@@ -1,29 +1,33 @@
-"""The backend registry: a plain dict filled at import by :func:`register_backend`."""
+"""The backend registry: one instance per backend class, registered with its declaration by
+:func:`register_backend` from the backend's own module, and filled on first use (see
+:mod:`dse.parts.registry`: the built-in backends, then ``$DSE_PLUGINS``)."""
 
 from __future__ import annotations
 
 from typing import TypeVar
 
 from dse.backends.base import Backend
+from dse.parts.backends import BACKEND_DECLARATIONS
+from dse.parts.registry import Registry
 
-BACKENDS: dict[str, Backend] = {}
+BACKENDS: Registry[Backend] = Registry("backend", lambda backend: type(backend).__qualname__)
 
 _B = TypeVar("_B", bound=type[Backend])
 
 
 def register_backend(cls: _B) -> _B:
-    """Class decorator: register one instance of ``cls`` under ``cls.name``."""
-    if cls.name in BACKENDS:
-        raise ValueError(f"backend {cls.name!r} is already registered "
-                         f"(by {type(BACKENDS[cls.name]).__qualname__})")
-    BACKENDS[cls.name] = cls()
+    """Class decorator: register one instance of ``cls`` under its declaration's name, and the
+    declaration for the layers that must not import backends (build, spec, measure). A name
+    given twice is refused."""
+    declared = cls.__dict__.get("declaration")
+    if declared is None:
+        raise TypeError(f"{cls.__qualname__}: a backend declares itself: set the class "
+                        f"attribute declaration = BackendDeclaration(...)")
+    BACKENDS.register(declared.name, cls())
+    BACKEND_DECLARATIONS.register(declared.name, declared)
     return cls
 
 
 def get_backend(name: str) -> Backend:
     """The registered backend ``name``; raises KeyError listing the known backends."""
-    try:
-        return BACKENDS[name]
-    except KeyError:
-        known = ", ".join(sorted(BACKENDS)) or "none"
-        raise KeyError(f"unknown backend {name!r}; known: {known}") from None
+    return BACKENDS[name]

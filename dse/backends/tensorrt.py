@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dse.backends.base import Backend, Runner, default_threads
+from dse.backends.capabilities import BF16_CC, FP8_CC, NO_GPU, gpu_runtime
 from dse.backends.registry import register_backend
 from dse.backends.trt_engine import (
     BuildPlan,
@@ -41,12 +42,28 @@ from dse.backends.trt_settings import (
 )
 from dse.backends.trt_version import TensorRTVersion, import_tensorrt, parse_version
 from dse.build.cache import ArtifactCache
-from dse.build.fingerprint import device_fingerprint, fingerprint_id
+from dse.build.fingerprint import TENSORRT_DISTRIBUTIONS, device_fingerprint, fingerprint_id
 from dse.exceptions import BuildError
+from dse.parts.backends import BackendDeclaration, Capability
 
 if TYPE_CHECKING:
     from dse.build import Artifact
     from dse.spec import HardwareProfile
+
+
+def _capability(precision: str, kind: str) -> Capability:
+    needs = gpu_runtime(kind, "TensorRT 10 or 11 (Python bindings) and torch with CUDA")
+    if kind == "cpu":
+        return Capability(False, f"tensorrt {NO_GPU}", needs)
+    if precision == "fp8":
+        if kind == "jetson":
+            return Capability(False, "Jetson GPUs (Orin: compute capability 8.7) have no fp8 tensor "
+                                     f"cores; fp8 needs >= {FP8_CC}", needs)
+        return Capability(True, "TensorRT engine from the fp8 Q/DQ graph", needs + ", fp8 tensor cores",
+                          FP8_CC)
+    floor = BF16_CC if precision == "bf16" else None
+    how = "from the int8 Q/DQ graph" if precision == "int8" else f"{precision}"
+    return Capability(True, f"TensorRT engine, {how}", needs, floor)
 
 
 @register_backend
@@ -65,9 +82,11 @@ class TensorRTBackend(Backend):
       default false: weak typing with the precision's builder flag; TensorRT 11 always true).
     """
 
-    name = "tensorrt"
-    knobs = KNOBS
-    thread_knob = THREAD_KNOB
+    declaration = BackendDeclaration(
+        name="tensorrt", artifact_format="onnx", capability=_capability, knobs=KNOBS,
+        thread_knob=THREAD_KNOB, int8_symmetric=True, libraries=("tensorrt",),
+        fingerprint={"tensorrt": TENSORRT_DISTRIBUTIONS}, extra="tensorrt",
+        summary="TensorRT engines built from the ONNX artifact")
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)

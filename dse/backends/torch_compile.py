@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -16,10 +17,12 @@ from dse.backends._torch_common import (
     place_module,
     resolve_placement,
     settings,
+    torch_capability,
 )
 from dse.backends.base import Backend, Runner
 from dse.backends.registry import register_backend
 from dse.exceptions import BuildError
+from dse.parts.backends import BackendDeclaration
 
 if TYPE_CHECKING:
     import torch
@@ -72,9 +75,12 @@ class TorchCompileBackend(Backend):
     (:attr:`TorchCompileRunner.compile_seconds`), so warm-up and timing never see it.
     """
 
-    name = "torch_compile"
-    knobs = frozenset({"num_threads", "precision_mode", "mode"})
-    thread_knob = "num_threads"
+    declaration = BackendDeclaration(
+        name="torch_compile", artifact_format="torch",
+        capability=functools.partial(torch_capability, "torch_compile"),
+        knobs=frozenset({"num_threads", "precision_mode", "mode"}), thread_knob="num_threads",
+        libraries=("torch",), extra="torch",
+        summary="torch.compile (inductor)")
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         check_torch_knobs(self, knobs)

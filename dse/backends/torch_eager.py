@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -12,9 +13,11 @@ from dse.backends._torch_common import (
     place_module,
     resolve_placement,
     settings,
+    torch_capability,
 )
 from dse.backends.base import Backend, Runner
 from dse.backends.registry import register_backend
+from dse.parts.backends import BackendDeclaration
 
 if TYPE_CHECKING:
     from dse.build import Artifact
@@ -33,9 +36,12 @@ class TorchEagerBackend(Backend):
     ``torch.autocast``) chooses how fp16/bf16 are applied.
     """
 
-    name = "torch"
-    knobs = frozenset({"num_threads", "precision_mode"})
-    thread_knob = "num_threads"
+    declaration = BackendDeclaration(
+        name="torch", artifact_format="torch",
+        capability=functools.partial(torch_capability, "torch"),
+        knobs=frozenset({"num_threads", "precision_mode"}), thread_knob="num_threads",
+        libraries=("torch",), extra="torch",
+        summary="eager PyTorch")
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         check_torch_knobs(self, knobs)

@@ -3,19 +3,13 @@
 Importing this package imports no torch or onnxruntime; they load when a build needs them.
 """
 
-from dse.build.artifact import (
-    BACKEND_FORMATS,
-    Artifact,
-    ArtifactFormat,
-    build_artifact,
-    build_file_artifact,
-)
+from dse.build.artifact import Artifact, build_artifact, build_file_artifact
 from dse.build.cache import ArtifactCache
 from dse.build.export import export_onnx
 from dse.build.quantize import quantize_int8
+from dse.parts.backends import ArtifactFormat
 
 __all__ = [
-    "BACKEND_FORMATS",
     "Artifact",
     "ArtifactCache",
     "ArtifactFormat",

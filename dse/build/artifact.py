@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from dse.build.cache import ArtifactCache
 from dse.build.export import export_onnx
 from dse.build.quantize import quantize_int8
 from dse.exceptions import BuildError
+from dse.parts.backends import ArtifactFormat, backends_loading, declaration
 
 if TYPE_CHECKING:
     import torch
@@ -24,15 +25,7 @@ if TYPE_CHECKING:
     from dse.candidate import Candidate
     from dse.quality import TrainedModel
 
-ArtifactFormat = Literal["onnx", "torch"]
 
-# Which artifact each backend loads. It lives here, not on the backends, because backends build on
-# this package and not the other way round.
-BACKEND_FORMATS: dict[str, ArtifactFormat] = {
-    "onnxruntime": "onnx", "onnxruntime_cuda": "onnx", "onnxruntime_tensorrt": "onnx",
-    "tensorrt": "onnx", "torch": "torch", "torch_compile": "torch"}
-# Backends that take int8 only with symmetric activation ranges (zero points of 0): TensorRT.
-SYMMETRIC_INT8 = frozenset({"tensorrt", "onnxruntime_tensorrt"})
 # The precisions a torch artifact can be deployed at, and the torch dtype (by name) of each.
 TORCH_DTYPES: dict[str, str] = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
@@ -64,11 +57,12 @@ def build_artifact(candidate: Candidate, trained: TrainedModel, cache: ArtifactC
 
     Raises BuildError when the backend or precision has no artifact, or a build step fails.
     """
+    # Which artifact each backend loads, and its int8 style, are in its declaration: backends
+    # build on this package, so it reads them from the registry below both.
     try:
-        artifact_format = BACKEND_FORMATS[candidate.backend]
-    except KeyError:
-        raise BuildError(f"no artifact format for backend {candidate.backend!r}; known: "
-                         f"{', '.join(sorted(BACKEND_FORMATS))}") from None
+        artifact_format = declaration(candidate.backend).artifact_format
+    except KeyError as exc:
+        raise BuildError(str(exc.args[0])) from None
     if artifact_format == "torch":
         return _torch_artifact(candidate, trained), 0.0
     fp32_path, seconds = _onnx_fp32(trained, cache)
@@ -85,7 +79,7 @@ def build_file_artifact(candidate: Candidate, source: Path, sha256: str,
     its content, not its name. Raises BuildError when the file changed since the campaign hashed
     it, or for a torch backend.
     """
-    if BACKEND_FORMATS.get(candidate.backend) != "onnx":
+    if candidate.backend not in backends_loading("onnx"):
         raise BuildError(f"an ONNX model file runs on the ONNX backends only, not "
                          f"{candidate.backend!r}")
     from dse.models.sources import file_sha256
@@ -111,7 +105,7 @@ def _lowered(candidate: Candidate, fp32_path: Path, seconds: float, input_shape:
         return _onnx_artifact(fp32_path, "fp32", input_shape), seconds
     if candidate.precision == "int8":
         int8_path, int8_seconds = _onnx_int8(fp32_path, cache, calibration,
-                                             symmetric=candidate.backend in SYMMETRIC_INT8)
+                                             symmetric=declaration(candidate.backend).int8_symmetric)
         return _onnx_artifact(int8_path, "int8", input_shape), seconds + int8_seconds
     if candidate.precision in ("fp16", "bf16"):
         low_path, low_seconds = _onnx_float(fp32_path, cache, candidate.precision)

@@ -25,8 +25,7 @@ ABSENT = "absent"
 DEVICE_CACHE_ENV = "DSE_DEVICE_CACHE"
 # Distributions that ship TensorRT's Python bindings, newest naming first (the "tensorrt" meta
 # package pulls one of the CUDA-specific ones; JetPack installs "tensorrt" itself).
-_TENSORRT_DISTRIBUTIONS = ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu11")
-_ORT_DISTRIBUTIONS = ("onnxruntime-gpu", "onnxruntime")
+TENSORRT_DISTRIBUTIONS = ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu11")
 
 
 def _version(distributions: tuple[str, ...]) -> str:
@@ -67,11 +66,17 @@ def _driver() -> str:
 def device_fingerprint(device_index: int = 0, root: Path = Path("/")) -> dict[str, str]:
     """What a device artifact built on this device depends on (``device_index``: the CUDA device
     as the process sees it, after ``CUDA_VISIBLE_DEVICES``)."""
+    from dse.parts.backends import BACKEND_DECLARATIONS
+
+    # Each backend names the libraries a device artifact of it depends on (TensorRT, ONNX
+    # Runtime's build); every entry is recorded for every backend, so the key set is the same
+    # whichever backend builds.
+    libraries = {key: distributions for backend in BACKEND_DECLARATIONS.values()
+                 for key, distributions in backend.fingerprint.items()}
     return {
         **_gpu(device_index),
         "driver": _driver(),
-        "tensorrt": _version(_TENSORRT_DISTRIBUTIONS),
-        "onnxruntime": _version(_ORT_DISTRIBUTIONS),
+        **{key: _version(libraries[key]) for key in sorted(libraries)},
         "l4t": _l4t_release(root),
     }
 

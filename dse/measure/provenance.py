@@ -16,9 +16,9 @@ from pathlib import Path
 
 from dse import __version__
 
-# Distributions whose versions matter for a timing, looked up without importing them.
-_LIBRARIES = ("torch", "onnxruntime", "onnxruntime-gpu", "onnx", "numpy", "tensorrt",
-              "nvidia-ml-py", "ray", "optuna")
+# Distributions whose versions matter for any timing, looked up without importing them; each
+# backend adds its own (its declaration's ``libraries``).
+_LIBRARIES = ("numpy", "nvidia-ml-py", "ray", "optuna")
 
 
 def cpu_model(root: Path = Path("/")) -> str | None:
@@ -46,8 +46,11 @@ def cpu_clocks_mhz(root: Path = Path("/")) -> str | None:
 
 
 def library_versions() -> dict[str, str]:
+    from dse.parts.backends import BACKEND_DECLARATIONS
+
     versions = {}
-    for name in _LIBRARIES:
+    declared = [lib for backend in BACKEND_DECLARATIONS.values() for lib in backend.libraries]
+    for name in dict.fromkeys([*declared, *_LIBRARIES]):
         try:
             versions[f"version_{name}"] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:

@@ -8,11 +8,10 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
+from dse.parts.backends import backends_loading
 from dse.spec import ModelSpec
 from dse.spec.models import checked_values
 
-# Backends that deploy an ONNX file; the torch backends need the module itself.
-ONNX_BACKENDS = frozenset({"onnxruntime", "onnxruntime_cuda", "onnxruntime_tensorrt", "tensorrt"})
 # Metrics only a labelled dataset (or the user's evaluator) can give.
 DATASET_METRICS = frozenset({"accuracy"})
 
@@ -84,9 +83,11 @@ def _onnx_problems(path: Path, model: ModelSpec, backends: Collection[str],
     from dse.models.onnx_file import onnx_input
 
     assert model.onnx is not None
+    # Backends that deploy an ONNX file; the torch backends need the module itself.
+    onnx_backends = backends_loading("onnx")
     problems = [f"{path}: deployment.backends.{name}: an ONNX model runs on the ONNX backends "
-                f"only ({', '.join(sorted(ONNX_BACKENDS))})"
-                for name in backends if name not in ONNX_BACKENDS]
+                f"only ({', '.join(sorted(onnx_backends))})"
+                for name in backends if name not in onnx_backends]
     try:
         info = onnx_input(Path(model.onnx))
     except ValueError as exc:

@@ -35,8 +35,33 @@ from dse.metrics import (
     value_range,
 )
 
-BackendName = Literal["onnxruntime", "onnxruntime_cuda", "onnxruntime_tensorrt", "tensorrt", "torch",
-                      "torch_compile"]
+
+def _known_backend(name: str) -> str:
+    """``name`` when a backend of that name is registered (built in, or from ``$DSE_PLUGINS``);
+    ValueError naming the allowed ones otherwise."""
+    from dse.parts.backends import backend_names
+
+    names = backend_names()
+    if name not in names:
+        shown = repr(name) if len(name) <= 60 else repr(name[:57] + "...")
+        raise ValueError(f"found {shown}; allowed: {', '.join(names)}")
+    return name
+
+
+class _BackendEnum:
+    """The JSON schema of a backend name: an enum of the registered backends, read when the
+    schema is written (the registry fills on first use, after this module is imported)."""
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
+        from dse.parts.backends import backend_names
+
+        schema: dict[str, Any] = handler(core_schema)
+        schema["enum"] = list(backend_names())
+        return schema
+
+
+BackendName = Annotated[str, AfterValidator(_known_backend), _BackendEnum]
 Precision = Literal["fp32", "fp16", "bf16", "int8", "fp8"]
 DeviceKind = Literal["cpu", "cuda", "jetson", "replay"]
 FamilyName = Literal["cnn", "transformer"]

@@ -9,11 +9,20 @@ import pytest
 
 from dse.backends import BACKENDS, CAPABILITIES, get_backend, supports
 from dse.backends.capabilities import BACKEND_NAMES, DEVICE_KINDS, PRECISIONS
-from dse.spec.models import BackendName, DeviceKind, Precision
+from dse.parts.backends import BACKEND_DECLARATIONS
+from dse.spec.models import DeviceKind, HardwareProfile, Precision
+
+BUILT_IN = {"onnxruntime", "onnxruntime_cuda", "onnxruntime_tensorrt", "tensorrt", "torch",
+            "torch_compile"}
 
 
 def test_table_covers_every_backend_precision_and_kind() -> None:
-    assert set(BACKEND_NAMES) == set(BackendName.__args__) == set(BACKENDS)
+    # Every list of backends comes from the one registration of each.
+    assert set(BACKEND_NAMES) == set(BACKENDS) == set(BACKEND_DECLARATIONS) == BUILT_IN
+    schema = HardwareProfile.model_json_schema()
+    assert schema["properties"]["backends"]["items"]["enum"] == sorted(BUILT_IN)
+    for name, backend in BACKENDS.items():
+        assert backend.declaration is BACKEND_DECLARATIONS[name] and backend.name == name
     assert set(PRECISIONS) == set(Precision.__args__)
     # A replay device runs nothing: its table says what exists.
     assert set(DEVICE_KINDS) == set(DeviceKind.__args__) - {"replay"}

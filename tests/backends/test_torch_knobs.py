@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from dse.backends import TorchCompileRunner, get_backend
+from dse.backends import get_backend
+from dse.backends.torch_compile import TorchCompileRunner
 from dse.build import Artifact, ArtifactCache, build_artifact
 from dse.candidate import Candidate
 from dse.exceptions import BuildError

@@ -76,6 +76,11 @@ def _experiment(name: str, devices: list[str], extra: str = "", trials: int = 8)
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
+    return lay_out_warm_campaigns(tmp_path)
+
+
+def lay_out_warm_campaigns(tmp_path: Path) -> Path:
+    """The space, the recorded table and the replay profiles ace, bee and cat under ``tmp_path``."""
     for folder in ("search_spaces", "hw_profiles", "experiments"):
         (tmp_path / folder).mkdir()
     (tmp_path / "search_spaces" / "warm.yaml").write_text(SPACE)

@@ -4,7 +4,6 @@ holds its lease there."""
 
 from __future__ import annotations
 
-import itertools
 import json
 from pathlib import Path
 
@@ -17,21 +16,12 @@ from dse.exceptions import DseError
 from dse.results import load_campaign
 from dse.search.lease import Lease
 from dse.storage import JOURNAL_FILE, LEASE_FILE, POINTER_FILE, STUDY_FILE, CampaignStorage
-from tests.search.test_warm_start import SPACE, _experiment, _row
+from tests.search.test_warm_start import _experiment, lay_out_warm_campaigns
 
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    for folder in ("search_spaces", "hw_profiles", "experiments"):
-        (tmp_path / folder).mkdir()
-    (tmp_path / "search_spaces" / "warm.yaml").write_text(SPACE)
-    rows = [_row(w, b, p) for w, b, p in itertools.product(
-        (0.5, 1.0), ("onnxruntime", "torch"), ("fp32", "int8"))]
-    pd.DataFrame(rows).to_csv(tmp_path / "hw_profiles" / "table.csv", index=False)
-    (tmp_path / "hw_profiles" / "ace.yaml").write_text("name: ace\nkind: replay\ntable: table.csv\n")
-    (tmp_path / "hw_profiles" / "bee.yaml").write_text(
-        "name: bee\nkind: replay\ntable: table.csv\nbackends: [onnxruntime]\n")
-    return tmp_path
+    return lay_out_warm_campaigns(tmp_path)
 
 
 def _write(root: Path, text: str) -> Path:

@@ -108,3 +108,9 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    # The lazy loader above resolves these on first use; without this, dir(dse) would list only
+    # what this module imported itself.
+    return sorted(set(globals()) | set(__all__))

@@ -21,6 +21,9 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 REPO = Path(__file__).resolve().parents[1]
 
+# DSE_REQUIRE_GPU=1 turns a skipped gpu test into a failure (tests/gpu_requirement.py).
+pytest_plugins = ["tests.gpu_requirement"]
+
 TINY_SPACE = """\
 name: tiny
 model:

@@ -19,3 +19,11 @@ def test_import_is_light_and_fast() -> None:
         best = min(best, time.perf_counter() - start)
         assert out[1].strip() == "[]"
     assert best < 0.5
+
+
+def test_dir_lists_the_public_api() -> None:
+    import dse
+
+    listed = dir(dse)
+    assert set(dse.__all__) <= set(listed)
+    assert "run_campaign" in listed and "CampaignStorage" in listed

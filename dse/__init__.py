@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from dse.version import __version__
 
 _API = {
     "load_experiment": "dse.api",

@@ -160,7 +160,7 @@ def write_report(experiment: Experiment) -> tuple[Path, Path, Path]:
     from dse.report import write_dashboard
     from dse.report.index import write_index
     from dse.results import load_campaign, write_results
-    from dse.results.write_failure import REPORT_ADVICE, refused_writes_as_errors
+    from dse.storage.write_failure import REPORT_ADVICE, refused_writes_as_errors
 
     _declare_metrics(experiment)
     with refused_writes_as_errors(experiment.run_dir, REPORT_ADVICE):
@@ -237,7 +237,7 @@ def _dispatcher(experiment: Experiment, evaluator: Evaluator | None,
 def _report_what_fits(experiment: Experiment, run_dir: Path) -> None:
     """Write the tables and page after a stopped run; a write the disk refuses is left to the
     error that stopped the run (the files are written atomically: the old ones stay whole)."""
-    from dse.results.write_failure import describe_write_failure
+    from dse.storage.write_failure import describe_write_failure
 
     try:
         write_report(experiment)
@@ -251,8 +251,8 @@ def _campaign_lease(experiment: Experiment,
                     on_notice: Callable[[str], object] | None) -> Iterator[Lease]:
     """Hold the campaign's lease (one driver per campaign) while the block runs; a lease taken
     over from a dead driver is said once, through ``on_notice`` and the ``dse`` logger."""
-    from dse.results.write_failure import RESUME_ADVICE, refused_writes_as_errors
     from dse.search.lease import Lease
+    from dse.storage.write_failure import RESUME_ADVICE, refused_writes_as_errors
 
     storage = experiment.storage
     with refused_writes_as_errors(experiment.run_dir, RESUME_ADVICE):
@@ -288,9 +288,9 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
     served from its recorded table (see ``dse.search.evaluators``). Ray starts only for the
     devices left to the farm, if any.
     """
-    from dse.results.write_failure import RESUME_ADVICE, refused_writes_as_errors
     from dse.search.loop import SearchLoop
     from dse.search.study import open_experiment_studies
+    from dse.storage.write_failure import RESUME_ADVICE, refused_writes_as_errors
 
     if not isinstance(experiment, Experiment):
         experiment = load_experiment(experiment)

@@ -19,8 +19,8 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from dse import __version__
 from dse.exceptions import DeviceError
+from dse.version import __version__
 
 if TYPE_CHECKING:
     from dse.spec import HardwareProfile

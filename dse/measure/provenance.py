@@ -14,7 +14,7 @@ import socket
 import sys
 from pathlib import Path
 
-from dse import __version__
+from dse.version import __version__
 
 # Distributions whose versions matter for any timing, looked up without importing them; each
 # backend adds its own (its declaration's ``libraries``).

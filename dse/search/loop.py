@@ -418,7 +418,7 @@ class SearchLoop:
         a write the file system refuses (DseError naming the run folder and "no space left on
         device" or "file too large"; the study keeps what it held).
         """
-        from dse.results.write_failure import RESUME_ADVICE, refused_writes_as_errors
+        from dse.storage.write_failure import RESUME_ADVICE, refused_writes_as_errors
 
         with _StickyInterrupt() as interrupts, refused_writes_as_errors(self.run_dir, RESUME_ADVICE):
             self._interrupts = interrupts

@@ -39,7 +39,7 @@ def storage_failure(storage: CampaignStorage, exc: BaseException) -> DseError | 
     fault of the storage (a dse bug, an interrupt)."""
     import sqlalchemy.exc as sa_exc
 
-    from dse.results.write_failure import describe_write_failure
+    from dse.storage.write_failure import describe_write_failure
 
     if storage.path is not None and describe_write_failure(exc, storage.run_dir) is not None:
         return None  # a full disk: said by the caller with what to do after it (resume, ...)

@@ -57,7 +57,7 @@ def versions() -> dict[str, str]:
 def distinct_rows(trials: pd.DataFrame) -> pd.DataFrame:
     """One row per candidate measured (reuses dropped), parameters without their ``param.``
     prefix, the kept metric columns, ``status`` and ``reason``."""
-    from dse.results.columns import metric_column
+    from dse.columns import metric_column
 
     measured = trials[trials["reused_from"].isna()].sort_values("trial", kind="mergesort")
     params = [c for c in measured.columns if c.startswith("param.") and c != "param.family"]

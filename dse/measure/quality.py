@@ -5,7 +5,7 @@ Labels (``measurement_quality``), worst first, a run with several problems takin
 re-measurements), ``underpowered`` (a cap stopped the run below its floors: see
 :func:`dse.measure.harness.measure_latency`), ``unstable`` (the medians of its halves lie more
 than :data:`UNSTABLE_SHIFT_PCT` apart: the machine changed state inside it), else ``ok``.
-Whether such a trial may be on the front is the results' rule (``dse.results.columns``).
+Whether such a trial may be on the front is the results' rule (``dse.columns``).
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
 """Study storage -> tidy tables (one row per trial, unit-suffixed columns) and their files."""
 
 from dse.atomic import atomic_write, atomic_write_text
-from dse.results.columns import (
+from dse.columns import (
     CONSTRAINT_PREFIX,
     COST_COLUMNS,
     IDENTITY_COLUMNS,
     PARAM_PREFIX,
     TIME_COLUMNS,
+    competing_mask,
     constraint_columns,
     metric_column,
     metric_columns,
@@ -16,7 +17,6 @@ from dse.results.columns import (
 from dse.results.export import load_campaign, load_study, write_results
 from dse.results.fidelity import ScreeningSummary, screening_summary
 from dse.results.table import (
-    competing_mask,
     front_frame,
     has_unclean,
     outcomes,

@@ -15,7 +15,7 @@ import numpy as np
 import optuna
 import pandas as pd
 
-from dse.results.columns import RELATIVE_SUFFIX, metric_column
+from dse.columns import RELATIVE_SUFFIX, metric_column
 
 
 def relative_column(name: str) -> str:

@@ -16,6 +16,15 @@ import numpy as np
 import optuna
 import pandas as pd
 
+from dse.columns import (
+    COST_COLUMNS,
+    NON_OK_ON_FRONT_ATTR,
+    PARAM_PREFIX,
+    blocks_front,
+    competing_mask,
+    constraint_column,
+    metric_column,
+)
 from dse.metrics import (
     METRICS,
     MetricSpec,
@@ -24,14 +33,6 @@ from dse.metrics import (
     current_metric_name,
     declare,
     find_metric,
-)
-from dse.results.columns import (
-    COST_COLUMNS,
-    NON_OK_ON_FRONT_ATTR,
-    PARAM_PREFIX,
-    blocks_front,
-    constraint_column,
-    metric_column,
 )
 from dse.results.dtypes import is_missing, text_column, typed_column
 from dse.search.pareto import pareto_mask
@@ -85,7 +86,7 @@ def trials_frame(study: optuna.Study | Sequence[optuna.Study]) -> pd.DataFrame:
     ``feasible`` is true for a COMPLETE trial whose constraints are all <= 0; a declared constraint
     with no recorded value counts as violated, since nothing shows it holds. Objective columns and
     declared constraint columns are always present, so an all-failed study still has them; the
-    cost columns (:data:`~dse.results.columns.COST_COLUMNS`) come last, where some trial has them.
+    cost columns (:data:`~dse.columns.COST_COLUMNS`) come last, where some trial has them.
     """
     if not isinstance(study, optuna.Study):
         frames = [trials_frame(one) for one in study]
@@ -168,15 +169,6 @@ def front_frame(trials: pd.DataFrame, objectives: Sequence[str]) -> pd.DataFrame
         return trials.iloc[0:0].reset_index(drop=True)
     front = pd.concat(fronts)
     return front.sort_values([*columns, "trial"], kind="mergesort").reset_index(drop=True)
-
-
-def competing_mask(trials: pd.DataFrame) -> pd.Series:
-    """True for the rows allowed on a front: state COMPLETE, status ok, feasible, and measured
-    cleanly (``quality_blocks_front`` false: see ``measurement.non_ok_on_front``)."""
-    mask = (trials["state"] == "COMPLETE") & (trials["status"] == "ok") & trials["feasible"]
-    if "quality_blocks_front" in trials.columns:
-        mask = mask & ~trials["quality_blocks_front"].fillna(False).astype(bool)
-    return mask.fillna(False).astype(bool)
 
 
 def has_unclean(rows: pd.DataFrame) -> bool:

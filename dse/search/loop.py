@@ -24,12 +24,12 @@ import numpy as np
 
 from dse.atomic import atomic_write
 from dse.candidate import Candidate
+from dse.columns import blocks_front
 from dse.exceptions import DseError, Terminated
 from dse.farm.dispatcher import Done, Job
 from dse.farm.isolation import NodeLock, current_node_id
 from dse.measurement import Measurement
 from dse.metrics import current_metric_keys, is_measured
-from dse.results.columns import blocks_front
 from dse.search.screening import FrontTracker, fidelity_attrs, screening_request
 from dse.search.space import suggest_candidate
 from dse.spec import Experiment, HardwareProfile

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from dse.columns import competing_mask, metric_column
 from dse.metrics import Direction, metric
 
 FloatArray = npt.NDArray[np.float64]
@@ -296,18 +297,12 @@ def _sweep_2d(front: FloatArray, reference: FloatArray) -> float:
 
 def _column(name: str) -> str:
     """The trials-table column of metric ``name``: the results table's own rule."""
-    # Imported here, as below: dse.results imports this module at its top.
-    from dse.results.columns import metric_column
-
     return metric_column(name)
 
 
 def _competing(trials: pd.DataFrame) -> pd.Series:
     """The rows allowed on a front: :func:`dse.results.competing_mask`, less reuses (a repeat
     carries an earlier trial's measurement, and that earlier trial competes)."""
-    # Imported here: dse.results.table imports this module at its top.
-    from dse.results.table import competing_mask
-
     mask = competing_mask(trials)
     if "reused_from" in trials.columns:
         mask = mask & trials["reused_from"].isna()

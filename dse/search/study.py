@@ -434,7 +434,7 @@ def open_experiment_studies(experiment: Experiment,
         # every open, so a profile whose peaks were corrected shows the corrected ceilings.
         studies[profile.name].set_user_attr(DEVICE_PEAKS_ATTR, device_peaks(profile))
         # Whether trials not measured cleanly may be on the front: read with the trials table.
-        from dse.results.columns import NON_OK_ON_FRONT_ATTR
+        from dse.columns import NON_OK_ON_FRONT_ATTR
 
         studies[profile.name].set_user_attr(NON_OK_ON_FRONT_ATTR,
                                             experiment.spec.measurement.non_ok_on_front)

@@ -1,4 +1,5 @@
-"""Column names of the trials table, in one place.
+"""Column names of the trials table, and which rows may stand on a front, in one place: a leaf
+module, read by the search (its loop, study and Pareto maths), the results tables and the report.
 
 The table groups its columns as identity, parameters, metrics, constraints, times, costs. Parameters and
 constraints carry a prefix; a known metric's column — built in, or declared by the campaign's search
@@ -75,3 +76,12 @@ def blocks_front(quality: str | None, non_ok_on_front: bool) -> bool:
     """Whether a trial's ``measurement_quality`` keeps it off the front: any label but ``ok``,
     unless the campaign allows them; no label (not measured by the harness) never does."""
     return quality not in (None, "ok") and not non_ok_on_front
+
+
+def competing_mask(trials: pd.DataFrame) -> pd.Series:
+    """True for the rows allowed on a front: state COMPLETE, status ok, feasible, and measured
+    cleanly (``quality_blocks_front`` false: see ``measurement.non_ok_on_front``)."""
+    mask = (trials["state"] == "COMPLETE") & (trials["status"] == "ok") & trials["feasible"]
+    if "quality_blocks_front" in trials.columns:
+        mask = mask & ~trials["quality_blocks_front"].fillna(False).astype(bool)
+    return mask.fillna(False).astype(bool)

@@ -9,6 +9,7 @@ certain whatever the machine's load; nothing here asserts how long anything took
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -306,17 +307,22 @@ def test_infeasible_and_exceptions_keep_their_form_in_a_worker_process(
 
 @pytest.mark.usefixtures("helpers")
 def test_ctrl_c_while_a_call_runs_stops_the_driver_and_its_worker() -> None:
+    # Ctrl-C as Python delivers it, whatever handler earlier code of this process left (the
+    # suite's embedded Ray installs its own): a swallowed SIGINT once hung this test for good.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     runner = ProcessRunner(f"{HELPERS}:act")
     try:
         first = _pid(runner.call(_candidate(), 60.0))
         with pytest.raises(KeyboardInterrupt):
-            runner.call(_candidate(act="interrupt driver"), None)
+            # A deadline, so a lost interrupt fails the test instead of hanging the suite.
+            runner.call(_candidate(act="interrupt driver"), 120.0)
         assert _gone(first)
         # A fresh worker: the interrupted one's late answer is never taken for this call's.
         assert _pid(runner.call(_candidate(), 60.0)) != first
         assert runner.started == 2
     finally:
         runner.close()
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_the_worker_process_ends_with_a_killed_driver(helpers: ModuleType, tmp_path: Path) -> None:

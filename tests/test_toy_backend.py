@@ -23,7 +23,7 @@ import pytest
 
 from dse.backends import Backend, BackendDeclaration, Capability, Runner, register_backend
 from dse.exceptions import BuildError
-from tests.conftest import REPO, TINY_SPACE
+from tests.conftest import LOCAL_CPU, REPO, TINY_SPACE
 
 NAME = "toy_torch"
 PLUGIN = f"{__name__}:register"
@@ -86,34 +86,17 @@ def register() -> None:
     register_backend(ToyBackend)
 
 
-SPACE = TINY_SPACE.replace("""  backends:
-    onnxruntime:
-      knobs:
-        intra_op_threads: [1]
-    torch:
-      knobs:
-        num_threads: [1]
-  precisions: [fp32, int8]""", f"""  backends:
-    {NAME}:
-      knobs:
-        threads: [1]
-        copies: [1, 3]
-    onnxruntime:
-      knobs:
-        intra_op_threads: [1]
-  precisions: [fp32, int8]""").replace("width_mult: [0.5, 1.0]", "width_mult: [1.0]").replace(
+SPACE = TINY_SPACE.replace(  # the toy in torch's place, beside onnxruntime
+    "    torch:\n      knobs:\n        num_threads: [1]\n",
+    f"    {NAME}:\n      knobs:\n        threads: [1]\n        copies: [1, 3]\n").replace(
+    "width_mult: [0.5, 1.0]", "width_mult: [1.0]").replace(
     "batch_sizes: [1, 4]", "batch_sizes: [1]").replace(
     # The median: the half-second measurement window holds too few calls of a torch module for a
     # p99's interval on a busy machine.
     "metric: latency_p99_ms", "metric: latency_p50_ms")
 
-PROFILE = f"""\
-name: toy-cpu
-kind: cpu
-backends: [{NAME}, onnxruntime]
-precisions: [fp32, int8]
-telemetry: [process_memory]
-"""
+PROFILE = LOCAL_CPU.replace("name: local-cpu", "name: toy-cpu").replace(
+    "backends: [onnxruntime, torch]", f"backends: [{NAME}, onnxruntime]")
 
 EXPERIMENT = """\
 name: toy

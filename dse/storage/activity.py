@@ -79,7 +79,7 @@ def has_running_trials(storage: CampaignStorage, campaign: str) -> bool:
     from optuna.storages import BaseStorage
     from optuna.trial import TrialState
 
-    from dse.storage.campaign import _dispose
+    from dse.storage.campaign import dispose_engine
 
     reader = storage.for_reading()
     opened = reader if isinstance(reader, BaseStorage) else _rdb(reader)
@@ -91,7 +91,7 @@ def has_running_trials(storage: CampaignStorage, campaign: str) -> bool:
             for study in opened.get_all_studies()
             if study.study_name == campaign or study.study_name.startswith(f"{campaign}@")))
     finally:
-        _dispose(opened)
+        dispose_engine(opened)
 
 
 def _rdb(url: str) -> BaseStorage:

@@ -237,7 +237,7 @@ class CampaignStorage:
         try:
             return self.guarded(lambda: list(optuna.study.get_all_study_names(reader)))
         finally:
-            _dispose(reader)
+            dispose_engine(reader)
 
     def check_writable(self) -> None:
         """DseError when a campaign could not write its study here (checked before it starts)."""
@@ -319,7 +319,7 @@ def recorded_setting(run_dir: Path) -> str | None:
     return None
 
 
-def _dispose(storage: object) -> None:
+def dispose_engine(storage: object) -> None:
     """Close a database engine dse opened for one read (Optuna keeps none itself)."""
     engine = getattr(storage, "engine", None)
     if engine is not None:

@@ -12,6 +12,7 @@ enter the device's front. The verdict is the worker's own, so a candidate costs 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -130,9 +131,31 @@ class DeviceWorker:
         return self.profile.name
 
     def identity(self) -> dict[str, str]:
-        """Which device this is: profile, device id, Ray node, host, process, GPUs it sees."""
+        """Which device this is: profile, device id, Ray node, host, process, GPUs it sees.
+
+        The dispatcher's readiness call: the worker answers once its runtimes are loaded
+        (:meth:`_warm_up`), so a job's ``trial_timeout_s`` measures the trial, not the process
+        start-up. A restarted worker's first trial used to pay for importing torch and the
+        runtimes inside its timeout, and on a slow or busy device a tight timeout then failed
+        every trial in turn, each restart starting the next one cold."""
+        self._warm_up()
         keys = ("device_profile", "device_id", "node_id", "host", "pid", "cuda_visible_devices")
         return {key: self.host[key] for key in keys if key in self.host}
+
+    def _warm_up(self) -> None:
+        """Load torch (training and the torch backends) and each listed backend's runtime in
+        this process. ``start_runtime`` is idempotent and never raises: a runtime that cannot
+        start says so when a candidate of it is compiled."""
+        with contextlib.suppress(ImportError):  # a device without torch: its candidates say so
+            import torch  # noqa: F401
+        from dse.backends import get_backend
+
+        for name in self.profile.backends:
+            try:
+                backend = get_backend(name)
+            except KeyError:  # a backend this process does not know: its candidates say so
+                continue
+            backend.start_runtime(self.profile)
 
     def evaluate(self, candidate: Candidate, training: TrainingSpec, measure: MeasureSpec,
                  screening: Screening | None = None) -> Measurement:

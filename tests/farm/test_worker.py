@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -9,7 +11,7 @@ import yaml
 from dse.candidate import Candidate
 from dse.farm.worker import DeviceWorker
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
-from tests.conftest import LOCAL_CPU
+from tests.conftest import LOCAL_CPU, REPO
 
 TINY_ARCH = {"num_stages": 1, "depth": 1, "width_mult": 0.5, "kernel_size": 3, "expand_ratio": 2}
 
@@ -144,3 +146,23 @@ def test_blocks_reach_the_metrics_and_the_provenance(tmp_path: Path) -> None:
     assert single.provenance["blocks"] == "1" and single.provenance["block_p50_ms"] == ""
     assert "between_run_cv" not in single.metrics
     assert single.missing["between_run_cv"] == "measured in one block (measurement.blocks = 1)"
+
+
+def test_a_worker_is_ready_only_once_its_runtimes_are_loaded(tmp_path: Path) -> None:
+    """The dispatcher's readiness call loads torch and the profile's runtimes, so a restarted
+    worker's first trial does not pay for them inside its timeout. A fresh process: the test
+    process has them loaded already."""
+    code = (
+        "import sys, yaml\n"
+        "from dse.farm.worker import DeviceWorker\n"
+        "from dse.spec import HardwareProfile\n"
+        "from tests.conftest import LOCAL_CPU\n"
+        f"worker = DeviceWorker(HardwareProfile.model_validate(yaml.safe_load(LOCAL_CPU)), "
+        f"{str(tmp_path)!r})\n"
+        "before = [m in sys.modules for m in ('torch', 'onnxruntime')]\n"
+        "worker.identity()\n"
+        "print(before, [m in sys.modules for m in ('torch', 'onnxruntime')])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[False, False] [True, True]", done.stdout

@@ -120,7 +120,8 @@ def run(devices: int, trials: int) -> int:
     from optuna.trial import TrialState
 
     from dse.api import _declare_metrics, load_experiment
-    from dse.farm.cluster import EMBEDDED_ENV, device_resource, shutdown
+    from dse.farm.cluster import EMBEDDED_ENV, shutdown
+    from dse.farm.resources import device_resource
     from dse.search.loop import SearchLoop
     from dse.search.study import open_experiment_studies
 

@@ -29,13 +29,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from dse.report.serve import (  # noqa: E402
-    HANDLER_THREADS,
-    MAX_WAITING,
-    SECURITY_HEADERS,
-    TIMEOUT_SECONDS,
-    DashboardServer,
-)
+from dse.report.http_pool import HANDLER_THREADS, MAX_WAITING, TIMEOUT_SECONDS  # noqa: E402
+from dse.report.request_guard import SECURITY_HEADERS  # noqa: E402
+from dse.report.serve import DashboardServer  # noqa: E402
 
 PAGE_MARK = b"dse-bench-page"
 SECRET_MARK = b"dse-bench-secret"

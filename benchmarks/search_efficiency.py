@@ -105,7 +105,7 @@ class SearchRun:
 def new_sampler(variant: str, seed: int) -> Any:
     import optuna
 
-    from dse.search.study import make_sampler
+    from dse.search.samplers import make_sampler
     from dse.spec import SamplerSpec
 
     if variant == "tpe-group":

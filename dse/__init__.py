@@ -22,7 +22,7 @@ _API = {
     "METRICS": "dse.metrics",
     "MetricSpec": "dse.metrics",
     "measure_latency": "dse.measure.harness",
-    "measure_offline": "dse.measure.harness",
+    "measure_offline": "dse.measure.scenarios",
     "LatencyStats": "dse.measure.stats",
     "pareto_mask": "dse.search.pareto",
     "pareto_front": "dse.search.pareto",
@@ -83,7 +83,8 @@ if TYPE_CHECKING:
     from dse.calibration import DeviceCalibration, calibrate
     from dse.candidate import Candidate
     from dse.exceptions import DseError, SpecError
-    from dse.measure.harness import measure_latency, measure_offline
+    from dse.measure.harness import measure_latency
+    from dse.measure.scenarios import measure_offline
     from dse.measure.stats import LatencyStats
     from dse.measurement import Measurement
     from dse.metrics import METRICS, MetricSpec

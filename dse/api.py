@@ -2,83 +2,67 @@
 
 from __future__ import annotations
 
-import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dse.campaign_checks import replay_table_problems, space_problems
+from dse.campaign_setup import campaign_lease, check_farm_can_measure, make_dispatcher
+
+# Under its former private name too: benchmarks/reliability_load.py imports it from here.
+from dse.campaign_setup import declare_metrics as _declare_metrics
 from dse.exceptions import DseError, SpecError
 from dse.search.loop import ProgressCallback
 from dse.spec import (
     KINDS,
     Experiment,
-    SearchSpace,
     guess_kind,
     load_experiment_files,
     load_model,
     read_yaml,
 )
 from dse.spec.loading import load_profile, load_search_space
-from dse.spec.models import ParamSpec, checked_values
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dse.backends.base import Backend
     from dse.results.fidelity import ScreeningSummary
-    from dse.search.lease import Lease
-    from dse.search.loop import JobDispatcher
-    from dse.spec import HardwareProfile
     from dse.spec.loading import Evaluator
 
 
-def _check_space(path: Path, space: SearchSpace) -> list[str]:
-    """Checks that need the registries: the model source, arch parameters, backend knob names."""
-    from dse.backends import get_backend
-    from dse.models.checks import model_problems
-
-    backends = {} if space.deployment is None else space.deployment.backends
-    problems = [] if space.model is None else model_problems(
-        path, space.model, backends=list(backends),
-        batch_sizes=[] if space.deployment is None else space.deployment.batch_sizes,
-        metrics=[o.metric for o in space.objectives] + [c.metric for c in space.constraints])
-    for name, backend_spec in backends.items():
-        backend = get_backend(name)
-        for knob, values in backend_spec.knobs.items():
-            field = f"{path}: deployment.backends.{name}.knobs.{knob}"
-            if knob not in backend.knobs:
-                problems.append(f"{field}: unknown knob of {name}; "
-                                f"allowed: {', '.join(sorted(backend.knobs))}")
-                continue
-            problems.extend(f"{field}: {problem}" for problem in _knob_value_problems(
-                backend, knob, values))
-    return problems
-
-
-def _knob_value_problems(backend: Backend, knob: str, values: ParamSpec) -> list[str]:
-    """What ``compile`` would say of each value a knob may take (a range: its two ends)."""
-    from dse.exceptions import BuildError
-
-    problems = []
-    for value in dict.fromkeys(checked_values(values)):  # each value once, in order
-        try:
-            backend.check_knob_values({knob: value})
-        except BuildError as exc:
-            problems.append(str(exc))
-    return problems
-
-
 def load_experiment(path: str | os.PathLike[str]) -> Experiment:
-    """Load a campaign YAML with its search space and device profiles; SpecError lists problems."""
+    """Load a campaign YAML with its search space and device profiles; SpecError lists problems.
+
+    Beyond the files' own fields, the search space is checked against the registries (model
+    source, arch parameters, backend knobs and their values), each replay table against the
+    space, and the sampler and baseline against the space.
+
+    Args:
+        path: The experiment's YAML file; the files it names are read relative to it.
+
+    Returns:
+        The experiment, with its search space and device profiles loaded and cross-checked.
+
+    Raises:
+        SpecError: When a file is missing, unreadable or invalid; ``problems`` lists every
+            problem found, one line each.
+
+    Examples:
+        >>> from dse import load_experiment
+        >>> experiment = load_experiment("experiments/custom-evaluator.yaml")
+        >>> experiment.name, [profile.name for profile in experiment.devices]
+        ('custom-evaluator', ['local-cpu', 'replay-example'])
+        >>> [objective.metric for objective in experiment.space.objectives]
+        ['zdt_f1', 'zdt_f2']
+    """
     path = Path(path)
     experiment = load_experiment_files(path)
-    problems = _check_space(path.parent / experiment.spec.search_space, experiment.space)
-    problems.extend(_check_replay_tables(experiment))
+    problems = space_problems(path.parent / experiment.spec.search_space, experiment.space)
+    problems.extend(replay_table_problems(experiment))
     if not problems:  # the sampler and baseline checks assume a valid space
-        from dse.search.study import search_problems
+        from dse.search.experiment_checks import search_problems
 
         problems.extend(search_problems(experiment))
     if problems:
@@ -86,22 +70,26 @@ def load_experiment(path: str | os.PathLike[str]) -> Experiment:
     return experiment
 
 
-def _check_replay_tables(experiment: Experiment) -> list[str]:
-    """Each replay table has a column for every parameter of the space and one metric column."""
-    from dse.search.evaluators import ReplayEvaluator
-
-    problems = []
-    for profile in experiment.devices:
-        if profile.table is not None:
-            try:
-                ReplayEvaluator(profile.table, experiment.space)
-            except SpecError as exc:
-                problems.extend(exc.problems)
-    return problems
-
-
 def validate_files(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
-    """Every problem in the given spec files, one line each; empty when all are valid."""
+    """Every problem in the given spec files, one line each; empty when all are valid.
+
+    Each file's kind (experiment, search space, device profile) is told by its folder,
+    else by its keys; an experiment is checked as :func:`load_experiment` checks it.
+
+    Args:
+        paths: The spec files to check.
+
+    Returns:
+        The problems, one line each, in the order of ``paths``; empty when all are valid.
+
+    Examples:
+        >>> from dse import validate_files
+        >>> validate_files(["experiments/custom-evaluator.yaml",
+        ...                 "search_spaces/free-params-example.yaml", "hw_profiles/local-cpu.yaml"])
+        []
+        >>> validate_files(["experiments/no-such-campaign.yaml"])
+        ['experiments/no-such-campaign.yaml: file not found']
+    """
     problems: list[str] = []
     for raw in paths:
         path = Path(raw)
@@ -113,7 +101,7 @@ def validate_files(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
                 load_profile(path)
             else:
                 if kind == "search_space":
-                    problems.extend(_check_space(path, load_search_space(path)))
+                    problems.extend(space_problems(path, load_search_space(path)))
                 else:
                     load_model(path, KINDS[kind])
         except SpecError as exc:
@@ -123,7 +111,21 @@ def validate_files(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
 
 @dataclass
 class CampaignResult:
-    """A campaign's outcome: its run folder, trials table, front and dashboard."""
+    """A campaign's outcome: its run folder, trials table, front and dashboard.
+
+    Attributes:
+        experiment: The campaign's experiment.
+        run_dir: Its run folder (the study, results and samples).
+        dashboard: The dashboard's HTML file; None when the run wrote no report.
+
+    Examples:
+        >>> from pathlib import Path
+        >>> from dse import CampaignResult, load_experiment
+        >>> experiment = load_experiment("experiments/custom-evaluator.yaml")
+        >>> result = CampaignResult(experiment, experiment.run_dir, dashboard=None)
+        >>> result.objectives, result.run_dir.name
+        (['zdt_f1', 'zdt_f2'], 'custom-evaluator')
+    """
 
     experiment: Experiment
     run_dir: Path
@@ -131,6 +133,7 @@ class CampaignResult:
 
     @property
     def objectives(self) -> list[str]:
+        """The metric names of the campaign's objectives, in the search space's order."""
         return [o.metric for o in self.experiment.space.objectives]
 
     @property
@@ -156,7 +159,40 @@ class CampaignResult:
 def write_report(experiment: Experiment) -> tuple[Path, Path, Path]:
     """Write trials.parquet, pareto.csv and the dashboard of a campaign, and refresh the
     dashboards folder's index.html; returns the first three paths. A write the disk refuses is a
-    DseError of one line; the files are written atomically, so the previous ones stay whole."""
+    DseError of one line; the files are written atomically, so the previous ones stay whole.
+
+    Args:
+        experiment: The campaign, whose run folder holds its study.
+
+    Returns:
+        The paths of ``trials.parquet``, ``pareto.csv`` and the dashboard's HTML file.
+
+    Raises:
+        SpecError: When the search space's declared metrics clash with metrics already declared
+            in this process.
+        DseError: When the campaign's storage holds no study of it, or the disk refuses a write
+            (one line).
+
+    Examples:
+        After a short campaign of a replay device (see :func:`run_campaign`), in a temporary
+        folder; the run takes about a second, so the lines that need it are skipped as
+        doctests:
+
+        >>> import shutil, tempfile
+        >>> from pathlib import Path
+        >>> from dse import run_campaign, write_report
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> space = Path("search_spaces/free-params-example.yaml").resolve()
+        >>> replay = Path("hw_profiles/replay/replay-example.yaml").resolve()
+        >>> _ = (folder / "replay.yaml").write_text(
+        ...     f"{{name: replay, search_space: {space}, devices: [{replay}], "
+        ...     f"budget: {{trials: 4}}, sampler: {{name: random, seed: 0}}, dashboards_dir: dashboards}}")
+        >>> result = run_campaign(folder / "replay.yaml", report=False)  # doctest: +SKIP
+        >>> paths = write_report(result.experiment)  # doctest: +SKIP
+        >>> [path.relative_to(folder).as_posix() for path in paths]  # doctest: +SKIP
+        ['runs/replay/trials.parquet', 'runs/replay/pareto.csv', 'dashboards/replay.html']
+        >>> shutil.rmtree(folder)
+    """
     from dse.report import write_dashboard
     from dse.report.index import write_index
     from dse.results import load_campaign, write_results
@@ -175,65 +211,6 @@ def write_report(experiment: Experiment) -> tuple[Path, Path, Path]:
     return trials, front, dashboard
 
 
-def _declare_metrics(experiment: Experiment) -> None:
-    """Make the space's declared metrics known to the metric lookups (see dse.metrics.declare)."""
-    from dse.metrics import declare
-
-    try:
-        declare(experiment.space.metric_specs())
-    except ValueError as exc:
-        raise SpecError([f"{experiment.path.parent / experiment.spec.search_space}: metrics: "
-                         f"{exc}"]) from None
-
-
-def _check_farm_can_measure(experiment: Experiment, on_farm: list[HardwareProfile]) -> None:
-    """Devices of the farm build and measure models; free parameters mean nothing to them."""
-    space = experiment.space
-    if not on_farm or (space.model is not None and not space.parameters):
-        return
-    has = "no model" if space.model is None else "free parameters"
-    raise SpecError([
-        f"{experiment.path}: devices: {', '.join(p.name for p in on_farm)} would be measured on "
-        f"the device farm, which builds models, but the search space {space.name!r} has {has}: "
-        f"name an evaluator (evaluator: module:function, or run_campaign(evaluator=...)) or "
-        f"use replay devices"])
-
-
-def _dispatcher(experiment: Experiment, evaluator: Evaluator | None,
-                on_farm: list[HardwareProfile], address: str | None) -> JobDispatcher:
-    """In-process evaluators for replay devices (their tables) and, with an evaluator, for every
-    other device; the farm for the devices left, on Ray, started only when some are left."""
-    from dse.search.evaluators import (
-        EvaluatorDispatcher,
-        MixedDispatcher,
-        ReplayEvaluator,
-        known_metrics,
-    )
-
-    local: dict[str, Evaluator] = {}
-    for profile in experiment.devices:
-        if profile.table is not None:
-            local[profile.name] = ReplayEvaluator(profile.table, experiment.space)
-        elif evaluator is not None:
-            local[profile.name] = evaluator
-    evaluators = EvaluatorDispatcher(local, known_metrics(experiment.space))
-    if not on_farm:
-        return evaluators
-
-    from dse.farm.cluster import connect, start_embedded
-    from dse.farm.dispatcher import Dispatcher
-
-    address = address or experiment.spec.farm.address
-    if address:
-        connect(address)
-    else:
-        start_embedded(on_farm)
-    farm_spec = experiment.spec.farm
-    farm = Dispatcher(on_farm, experiment.cache_dir, max_retries=farm_spec.max_retries,
-                      quarantine_after=farm_spec.quarantine_after)
-    return MixedDispatcher(farm, evaluators) if local else farm
-
-
 def _report_what_fits(experiment: Experiment, run_dir: Path) -> None:
     """Write the tables and page after a stopped run; a write the disk refuses is left to the
     error that stopped the run (the files are written atomically: the old ones stay whole)."""
@@ -244,29 +221,6 @@ def _report_what_fits(experiment: Experiment, run_dir: Path) -> None:
     except Exception as exc:
         if describe_write_failure(exc, run_dir) is None:
             raise
-
-
-@contextmanager
-def _campaign_lease(experiment: Experiment,
-                    on_notice: Callable[[str], object] | None) -> Iterator[Lease]:
-    """Hold the campaign's lease (one driver per campaign) while the block runs; a lease taken
-    over from a dead driver is said once, through ``on_notice`` and the ``dse`` logger."""
-    from dse.search.lease import Lease
-    from dse.storage.write_failure import RESUME_ADVICE, refused_writes_as_errors
-
-    storage = experiment.storage
-    with refused_writes_as_errors(experiment.run_dir, RESUME_ADVICE):
-        experiment.run_dir.mkdir(parents=True, exist_ok=True)
-        storage.check_writable()
-        storage.remember()
-    with Lease(storage.lease_url, experiment.name, where=str(experiment.path),
-               failure=storage.failure) as lease:
-        if lease.took_over:
-            notice = f"campaign {experiment.name}: took over the lease of {lease.took_over}"
-            logging.getLogger("dse").warning(notice)
-            if on_notice is not None:
-                on_notice(notice)
-        yield lease
 
 
 def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
@@ -287,6 +241,49 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
     machine, any other callable in a thread of this process; a replay device's candidates are
     served from its recorded table (see ``dse.search.evaluators``). Ray starts only for the
     devices left to the farm, if any.
+
+    Args:
+        experiment: A loaded experiment, or the path of its YAML file.
+        on_trial: Called with each trial's outcome as it finishes (for progress displays).
+        report: Write the results tables and the dashboard at the end (and, when the run stops
+            on an error, what fits).
+        address: The farm's Ray address; else the experiment's ``farm.address``, else an
+            embedded local Ray.
+        evaluator: ``function(candidate) -> {metric: value}`` measuring every device but the
+            replay ones; else the experiment's ``evaluator:``, else the farm.
+        on_notice: Called with a one-line notice the user should see (a lease taken over from
+            a dead driver).
+
+    Returns:
+        The campaign's :class:`CampaignResult` (``dashboard`` None without ``report``).
+
+    Raises:
+        SpecError: When ``experiment`` is a path to an invalid experiment, devices left to the
+            farm (which builds models) face a search space without a model or with free
+            parameters, or the space's declared metrics clash with metrics already declared in
+            this process.
+        DseError: When the run cannot go on: another driver holds the campaign's lease, the
+            storage cannot be written or holds the campaign in another kind of storage, or too
+            many trials failed (``budget.max_failed``).
+
+    Examples:
+        A campaign of a replay device (its measurements come from a recorded table: no Ray, no
+        hardware), in a temporary folder; it takes about a second, so the lines that need it
+        are skipped as doctests:
+
+        >>> import shutil, tempfile
+        >>> from pathlib import Path
+        >>> from dse import run_campaign
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> space = Path("search_spaces/free-params-example.yaml").resolve()
+        >>> replay = Path("hw_profiles/replay/replay-example.yaml").resolve()
+        >>> _ = (folder / "replay.yaml").write_text(
+        ...     f"{{name: replay, search_space: {space}, devices: [{replay}], "
+        ...     f"budget: {{trials: 4}}, sampler: {{name: random, seed: 0}}, dashboards_dir: dashboards}}")
+        >>> result = run_campaign(folder / "replay.yaml", report=False)  # doctest: +SKIP
+        >>> len(result.trials), result.objectives, result.dashboard  # doctest: +SKIP
+        (4, ['zdt_f1', 'zdt_f2'], None)
+        >>> shutil.rmtree(folder)
     """
     from dse.search.loop import SearchLoop
     from dse.search.study import open_experiment_studies
@@ -296,12 +293,12 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
         experiment = load_experiment(experiment)
     evaluator = evaluator if evaluator is not None else experiment.evaluator
     on_farm = [p for p in experiment.devices if p.kind != "replay" and evaluator is None]
-    _check_farm_can_measure(experiment, on_farm)
+    check_farm_can_measure(experiment, on_farm)
     _declare_metrics(experiment)
     run_dir = experiment.run_dir
     profiles = list(experiment.devices)
     farm_names = {p.name for p in on_farm}
-    with _campaign_lease(experiment, on_notice) as lease:
+    with campaign_lease(experiment, on_notice) as lease:
         with refused_writes_as_errors(run_dir, RESUME_ADVICE):
             studies = open_experiment_studies(
                 experiment, evaluated=[p.name for p in profiles if p.name not in farm_names])
@@ -309,7 +306,7 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
             for study in studies.values():
                 # Results and reports read units and directions of declared metrics from it.
                 study.set_user_attr("metrics", declared)
-        dispatcher = _dispatcher(experiment, evaluator, on_farm, address)
+        dispatcher = make_dispatcher(experiment, evaluator, on_farm, address)
         loop = SearchLoop(experiment, studies, dispatcher, run_dir, on_trial=on_trial,
                           evaluated=[p.name for p in profiles if p.name not in farm_names],
                           lease_check=lease.check)

@@ -22,7 +22,22 @@ TIMEOUT_S = 3600.0
 
 @dataclass(frozen=True)
 class DeviceCalibration:
-    """One device's calibration: its figures and the file later campaigns read, or the error."""
+    """One device's calibration: its figures and the file later campaigns read, or the error.
+
+    Attributes:
+        profile: The device profile's name.
+        device_id: The device's id on the farm (empty when unknown).
+        calibration: The measured run-to-run variation; None when it failed.
+        path: The file later campaigns read; None when it failed.
+        error: Why the calibration failed; empty when it did not.
+
+    Examples:
+        >>> from dse import DeviceCalibration
+        >>> failed = DeviceCalibration(profile="local-cpu", device_id="cpu-0", calibration=None,
+        ...                            path=None, error="TimeoutError: took too long")
+        >>> failed.calibration is None, bool(failed.error)
+        (True, True)
+    """
 
     profile: str
     device_id: str
@@ -48,7 +63,41 @@ def calibrate(experiment: Experiment | str | os.PathLike[str], *, runs: int = DE
     apart with the experiment's measurement protocol, and save the device's run-to-run variation
     in the experiment's cache. Later campaigns with ``measurement.run_to_run: auto`` floor every
     interval on that device with it. Replay devices and evaluators have nothing to calibrate.
-    DeviceError when no device of the experiment is measured by the farm."""
+
+    Args:
+        experiment: A loaded experiment, or the path of its YAML file.
+        runs: Fresh processes to measure in, at least 2.
+        gap_s: Seconds between runs, finite and >= 0.
+        address: The farm's Ray address; else the experiment's ``farm.address``, else an
+            embedded local Ray.
+
+    Returns:
+        One :class:`DeviceCalibration` per device of the farm, with ``error`` set where that
+        device failed or ran out of time.
+
+    Raises:
+        SpecError: When ``experiment`` is a path to an invalid experiment.
+        ValueError: When ``runs`` < 2, or ``gap_s`` is negative or not finite.
+        DeviceError: When no device of the experiment is measured by the farm (only replay
+            devices, or an evaluator).
+
+    Examples:
+        A campaign measured by an evaluator has nothing to calibrate:
+
+        >>> from dse import calibrate
+        >>> from dse.exceptions import DeviceError
+        >>> try:
+        ...     calibrate("experiments/custom-evaluator.yaml")
+        ... except DeviceError as exc:
+        ...     print(exc)
+        experiments/custom-evaluator.yaml: no device of this campaign is measured by the farm ...
+
+        On a real device it takes about three minutes per device and starts Ray:
+
+        >>> results = calibrate("experiments/quickstart.yaml")  # doctest: +SKIP
+        >>> [(r.profile, r.path is not None) for r in results]  # doctest: +SKIP
+        [('local-cpu', True)]
+    """
     from dse.api import load_experiment
     from dse.farm.cluster import connect, start_embedded
     from dse.farm.dispatcher import Dispatcher

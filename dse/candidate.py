@@ -26,6 +26,34 @@ class Candidate:
     (``family`` empty) or no deployment stack (``backend`` empty); its free parameters are
     ``params``. ``family`` names the model's source (``cnn``, ``factory:pkg.mod:build``,
     ``onnx:model.onnx``) and ``model`` holds that source's settings (``dse.models.sources``).
+
+    Attributes:
+        family: The model's source (``cnn``, ``factory:pkg.mod:build``, ``onnx:model.onnx``);
+            empty for a space without a model.
+        arch: The architecture parameters, by name.
+        precision: The deployed precision (``fp32``, ``int8``, ...).
+        batch_size: The batch size the candidate is deployed and timed at.
+        backend: The runtime that deploys it; empty for a space without a deployment stack.
+        knobs: The backend's knob values, by name.
+        device_profile: The name of the device profile it is measured on.
+        params: The free parameters, by name.
+        model: The model source's settings.
+
+    Examples:
+        >>> from dse import Candidate
+        >>> candidate = Candidate(params={"x1": 0.5, "x2": 0.25}, device_profile="replay-example")
+        >>> len(candidate.candidate_id)
+        16
+        >>> candidate.candidate_id == Candidate(params={"x2": 0.25, "x1": 0.5},
+        ...                                     device_profile="replay-example").candidate_id
+        True
+        >>> candidate.to_dict()
+        {'device_profile': 'replay-example', 'params': {'x1': 0.5, 'x2': 0.25}}
+        >>> cnn = Candidate(family="cnn", arch={"depth": 2}, precision="int8", batch_size=4,
+        ...                 backend="onnxruntime", knobs={"intra_op_threads": 1})
+        >>> cnn.parameters()  # doctest: +NORMALIZE_WHITESPACE
+        {'family': 'cnn', 'arch.depth': 2, 'backend': 'onnxruntime', 'precision': 'int8',
+         'batch_size': 4, 'knob.intra_op_threads': 1}
     """
 
     family: str = ""
@@ -40,7 +68,11 @@ class Candidate:
 
     @property
     def arch_id(self) -> str:
-        """Hash of the model alone: trained weights, accuracy and exports are cached by it."""
+        """Hash of the model alone: trained weights, accuracy and exports are cached by it.
+
+        Returns:
+            16 hex digits of the family, arch and (when set) model settings.
+        """
         model: dict[str, Any] = {"family": self.family, "arch": self.arch}
         if self.model:  # only then, so a built-in family's ids stay what they were
             model["model"] = self.model
@@ -48,12 +80,21 @@ class Candidate:
 
     @property
     def candidate_id(self) -> str:
-        """Hash of everything: two candidates with the same id are the same measurement."""
+        """Hash of everything: two candidates with the same id are the same measurement.
+
+        Returns:
+            16 hex digits of :meth:`to_dict`, stable across processes.
+        """
         return stable_hash(self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         """The parts the candidate has. Leaving out the absent ones keeps a model candidate's dict,
-        and so its id, what it was before free parameters existed."""
+        and so its id, what it was before free parameters existed.
+
+        Returns:
+            The fields as plain data, less ``params`` and ``model`` when empty, less ``family``
+            and ``arch`` without a family, and less the deployment fields without a backend.
+        """
         data = asdict(self)
         if not self.params:
             del data["params"]
@@ -70,7 +111,12 @@ class Candidate:
     def parameters(self) -> dict[str, Any]:
         """The candidate as flat named values, named as result tables name them without their
         ``param.`` prefix: ``family``, ``arch.<name>``, ``backend``, ``precision``,
-        ``batch_size``, ``knob.<name>``, and each free parameter by its own name."""
+        ``batch_size``, ``knob.<name>``, and each free parameter by its own name.
+
+        Returns:
+            Flat name -> value; the model's and the deployment's entries only where the
+            candidate has them.
+        """
         flat: dict[str, Any] = {}
         if self.family:
             flat["family"] = self.family
@@ -84,4 +130,15 @@ class Candidate:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Candidate:
+        """The candidate whose :meth:`to_dict` (or any subset of the fields) is ``data``.
+
+        Args:
+            data: Field name -> value; absent fields take their defaults.
+
+        Returns:
+            The candidate.
+
+        Raises:
+            TypeError: When ``data`` names a field the candidate does not have.
+        """
         return cls(**data)

@@ -9,11 +9,43 @@ from __future__ import annotations
 
 
 class DseError(Exception):
-    """Base class of every error dse raises on purpose."""
+    """Base class of every error dse raises on purpose.
+
+    Catching it tells dse's deliberate errors (bad input, a broken environment) from bugs.
+
+    Examples:
+        >>> from dse import DseError, SpecError
+        >>> issubclass(SpecError, DseError)
+        True
+        >>> try:
+        ...     raise DseError("storage: not writable")
+        ... except DseError as exc:
+        ...     print(exc)
+        storage: not writable
+    """
 
 
 class SpecError(DseError):
-    """A YAML spec is invalid. ``problems`` holds one line per problem (file, field, found, allowed)."""
+    """A YAML spec is invalid. ``problems`` holds one line per problem (file, field, found, allowed).
+
+    Args:
+        problems: One line per problem; the error's message is these lines joined by newlines.
+
+    Attributes:
+        problems: The problems, one line each, as a new list.
+
+    Examples:
+        >>> from dse import SpecError
+        >>> try:
+        ...     raise SpecError(["a.yaml: budget.trials: found -1; allowed: >= 1",
+        ...                      "a.yaml: devices: found nothing; allowed: one or more profiles"])
+        ... except SpecError as exc:
+        ...     print(len(exc.problems))
+        ...     print(exc)
+        2
+        a.yaml: budget.trials: found -1; allowed: >= 1
+        a.yaml: devices: found nothing; allowed: one or more profiles
+    """
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = list(problems)

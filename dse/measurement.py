@@ -18,6 +18,23 @@ class Measurement:
     candidate cannot exist on the device (unsupported combination, build error, out of memory);
     ``failed`` when something broke while measuring (crash, timeout). ``reason`` says why.
     A metric whose sensor is absent appears in ``missing`` with the reason, never as a made-up value.
+
+    Attributes:
+        candidate_id: The measured candidate's :attr:`Candidate.candidate_id`.
+        status: ``ok``, ``infeasible`` or ``failed`` (see above).
+        reason: Why the status is not ``ok``; empty when it is.
+        metrics: Metric name -> value, in the metric's unit (``dse.metrics``).
+        missing: Metric name -> why it could not be taken.
+        samples: Raw samples by name (e.g. the timed latencies).
+        provenance: Where and how it was measured, as text.
+        schema_version: The version of this record's layout.
+
+    Examples:
+        >>> from dse import Measurement
+        >>> m = Measurement("0123456789abcdef", "ok", metrics={"latency_p50_ms": 1.5},
+        ...                 missing={"power_mean_w": "no power sensor"})
+        >>> m.status, m.metrics["latency_p50_ms"], sorted(m.to_dict())[:3]
+        ('ok', 1.5, ['candidate_id', 'metrics', 'missing'])
     """
 
     candidate_id: str
@@ -30,4 +47,5 @@ class Measurement:
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field as plain data."""
         return asdict(self)

@@ -31,7 +31,30 @@ class Direction(enum.Enum):
 
 @dataclass(frozen=True)
 class MetricSpec:
-    """A measured quantity: its name, unit, direction of goodness and meaning."""
+    """A measured quantity: its name, unit, direction of goodness and meaning.
+
+    The built-in ones are the values of :data:`METRICS` (name -> spec); a search space's own
+    are declared with :func:`declare`.
+
+    Attributes:
+        name: What users write in YAML (``minimize: latency_p99_ms``).
+        unit: The unit, shown in every table column (:attr:`column`).
+        direction: Which way is better (:class:`Direction`).
+        description: What the metric means.
+        infinite_worst: Whether the metric has a defined, infinitely bad value that is a
+            result, not a failure (see below).
+
+    Examples:
+        >>> from dse import METRICS, MetricSpec
+        >>> p99 = METRICS["latency_p99_ms"]
+        >>> p99.unit, p99.direction.value, p99.column
+        ('ms', 'minimize', 'latency_p99_ms [ms]')
+        >>> METRICS["accuracy"].direction.value
+        'maximize'
+        >>> spec = MetricSpec.from_dict({"name": "zdt_f1", "unit": "1", "direction": "minimize"})
+        >>> spec.column, spec.to_dict()["direction"], spec.infinite_worst
+        ('zdt_f1 [1]', 'minimize', False)
+    """
 
     name: str
     unit: str
@@ -54,6 +77,19 @@ class MetricSpec:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, str]) -> MetricSpec:
+        """The spec :meth:`to_dict` gave (``description`` may be absent).
+
+        Args:
+            data: ``name``, ``unit``, ``direction`` (``minimize`` or ``maximize``) and
+                optionally ``description``.
+
+        Returns:
+            The spec, ``infinite_worst`` False.
+
+        Raises:
+            KeyError: When ``name``, ``unit`` or ``direction`` is absent.
+            ValueError: When ``direction`` is neither ``minimize`` nor ``maximize``.
+        """
         return cls(data["name"], data["unit"], Direction(data["direction"]),
                    data.get("description", ""))
 
@@ -150,7 +186,7 @@ METRICS: dict[str, MetricSpec] = _table(
                "matmul), in millions."),
     MetricSpec("flops_m", "MFLOP", MIN,
                "FLOPs per inferred sample, from the ONNX graph: 2 per MAC plus the elementwise, "
-               "normalisation and softmax work (dse.models.graph_stats)."),
+               "normalisation and softmax work (dse.models.op_costs)."),
     MetricSpec("weight_mb", "MB", MIN,
                "Bytes of the deployed graph's weights at their stored dtype."),
     MetricSpec("activation_mb", "MB", MIN,

@@ -10,7 +10,8 @@ from dse.backends.base import Backend
 from dse.parts.backends import BACKEND_DECLARATIONS
 from dse.parts.registry import Registry
 
-BACKENDS: Registry[Backend] = Registry("backend", lambda backend: type(backend).__qualname__)
+BACKENDS: Registry[Backend] = Registry("backend", ("dse.backends",),
+                                       lambda backend: type(backend).__qualname__)
 
 _B = TypeVar("_B", bound=type[Backend])
 

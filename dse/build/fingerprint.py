@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from dse.candidate import stable_hash
+from dse.host_facts import cuda_provenance, l4t_release
 
 ABSENT = "absent"
 # Where device-side artifacts live: the device worker sets it to a folder of its cache that outlives
@@ -38,8 +39,6 @@ def _version(distributions: tuple[str, ...]) -> str:
 
 
 def _l4t_release(root: Path) -> str:
-    from dse.measure.telemetry.jetson import l4t_release
-
     return l4t_release(root) or ABSENT
 
 
@@ -58,8 +57,6 @@ def _gpu(device_index: int) -> dict[str, str]:
 
 
 def _driver() -> str:
-    from dse.measure.provenance import cuda_provenance
-
     return cuda_provenance().get("nvidia_driver", ABSENT)
 
 

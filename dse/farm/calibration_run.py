@@ -57,12 +57,7 @@ def measure_workloads(request: dict[str, Any]) -> dict[str, dict[str, float]]:
         example = np.random.default_rng(0).random(shape, dtype=np.float32)
         call = (_onnxruntime_call(path, example) if kind == "onnxruntime"
                 else _torch_call(path, example, device))
-        stats = measure_latency(call, target_rel_ci=spec.target_rel_ci, min_iters=spec.min_iters,
-                                max_iters=spec.max_iters, min_seconds=spec.min_seconds,
-                                max_seconds=spec.max_seconds,
-                                warmup_max_seconds=spec.warmup_max_seconds,
-                                required_quantiles=spec.required_quantiles(), blocks=spec.blocks,
-                                block_gap_s=spec.block_gap_s,
+        stats = measure_latency(call, **spec.latency_arguments(),
                                 sync=sync if kind == "torch" else None)
         out[name] = {percentile: float(getattr(stats, f"{percentile}_ms"))
                      for percentile, _ in PERCENTILES}

@@ -12,6 +12,8 @@ import os
 from typing import TYPE_CHECKING
 
 from dse.exceptions import DeviceError
+from dse.farm.connection import connect as join_farm
+from dse.farm.resources import device_resource
 
 if TYPE_CHECKING:
     from dse.spec import HardwareProfile
@@ -23,11 +25,6 @@ EMBEDDED_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_worker_niceness": "0",
 }
-
-
-def device_resource(profile_name: str) -> str:
-    """The Ray custom resource that pins work to a device of this profile (one unit per device)."""
-    return f"dse_device:{profile_name}"
 
 
 def start_embedded(profiles: list[HardwareProfile], num_cpus: int | None = None) -> None:
@@ -58,9 +55,6 @@ def start_embedded(profiles: list[HardwareProfile], num_cpus: int | None = None)
 def connect(address: str) -> None:
     """Join the farm at ``address`` (HOST:PORT of a head `dse cluster up` started) as the
     campaign's driver, with Ray's token authentication; DeviceError saying why when it cannot."""
-    # Imported here: node.py builds on this module.
-    from dse.farm.node import connect as join_farm
-
     join_farm(address)
 
 

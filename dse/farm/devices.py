@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dse.exceptions import DeviceError
-from dse.farm.node import KIND_LABEL
+from dse.farm.connection import connect
+from dse.farm.resources import KIND_LABEL
 
 DEVICE_PREFIX = "dse_device:"
 
@@ -55,9 +56,8 @@ class DeviceInfo:
 
 def list_devices(address: str | None = None) -> list[DeviceInfo]:
     """The farm's devices, one entry per (node, profile). With an address this process joins the
-    farm as a driver (see ``dse.farm.node.connect``); without, it reads the Ray it is connected to."""
-    from dse.farm.node import connect
-
+    farm as a driver (see ``dse.farm.connection.connect``); without, it reads the Ray it is
+    connected to."""
     if address is not None:
         connect(address)  # before Ray is imported: it reads its mode from the environment then
     import ray

@@ -14,6 +14,9 @@ Faults, as the search loop sees them, are always results, never hangs:
   work in this campaign, and the farm registry shows it so;
 - when no device of a profile is left (none joined, all quarantined or gone), waiting raises
   DeviceError rather than waiting forever.
+
+The retry and quarantine rules are :mod:`dse.farm.faults`; this module keeps the queues and the
+workers' lives.
 """
 
 from __future__ import annotations
@@ -27,7 +30,16 @@ from typing import Any
 
 from dse.candidate import Candidate
 from dse.exceptions import DeviceError
-from dse.farm.cluster import device_resource
+from dse.farm.faults import (
+    Quarantine,
+    death_reason,
+    failed_everywhere,
+    physical_device,
+    retry_allowed,
+)
+from dse.farm.registry import StateReporter
+from dse.farm.resources import device_resource
+from dse.farm.screening import Screening
 from dse.measurement import Measurement
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 
@@ -36,36 +48,6 @@ from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 START_TIMEOUT_S = 120.0
 # How often the wait loop wakes to check deadlines and to look for replacement devices.
 TICK_S = 0.5
-
-
-@dataclass(frozen=True)
-class FrontPoint:
-    """A point of a device's noise-aware front: its trial, and per objective the pessimistic end
-    of its measurement (the confidence interval's bad end, else the value), in metric units."""
-
-    trial: int
-    values: tuple[float, ...]
-
-
-@dataclass(frozen=True)
-class Screening:
-    """Screen the candidate before its full measurement (multi-fidelity).
-
-    The worker times the candidate briefly (``target_rel_ci``, at most ``max_seconds``) and
-    stops there when even its optimistic objective vector is dominated by a point of ``front``
-    (a snapshot of the device's noise-aware front; an older one is weaker, so staleness only
-    costs savings). Optimistic per objective: the good end of the confidence interval where
-    ``ci`` names one (``(low metric, high metric, quantile)``), the exact value for what is known
-    before timing (accuracy, size), else the value made better by ``margin`` (a fraction).
-    """
-
-    objectives: tuple[str, ...]
-    maximize: tuple[bool, ...]
-    ci: tuple[tuple[str, str, float] | None, ...]
-    front: tuple[FrontPoint, ...]
-    target_rel_ci: float
-    max_seconds: float
-    margin: float
 
 
 @dataclass
@@ -116,7 +98,6 @@ class Dispatcher:
         self.profiles = {p.name: p for p in profiles}
         self.cache_dir = cache_dir
         self.max_retries = max_retries
-        self.quarantine_after = quarantine_after
         self.devices: list[_Device] = []
         self.queues: dict[str, deque[Job]] = {name: deque() for name in self.profiles}
         self._serial = itertools.count()
@@ -124,9 +105,8 @@ class Dispatcher:
         # The actor class: DeviceWorker, or a stand-in with the same methods (identity, evaluate)
         # for simulated devices.
         self.worker_class = worker_class
-        self._registry: Any = None  # the registry's handle; False once it proved unreachable
-        self.streaks: dict[str, int] = {}  # physical device -> failed trials in a row
-        self.quarantine: dict[str, str] = {}  # physical device -> why it is quarantined
+        self._reporter = StateReporter()
+        self.quarantine = Quarantine(quarantine_after)
 
     # -- devices -----------------------------------------------------------------------------
 
@@ -186,11 +166,7 @@ class Dispatcher:
 
     @staticmethod
     def _physical(device: _Device) -> str:
-        """What identifies the physical device behind a worker: its node and GPU (workers come
-        and go; a quarantine or a failure streak belongs to the hardware)."""
-        gpus = device.identity.get("cuda_visible_devices")
-        where = f"gpu{gpus}" if gpus else device.profile
-        return f"{device.identity.get('node_id', device.device_id)}/{where}"
+        return physical_device(device.identity, device.device_id, device.profile)
 
     def _units_free(self, profile_name: str) -> int:
         """Device units of ``profile_name`` in the cluster not held by a live worker of ours."""
@@ -203,20 +179,9 @@ class Dispatcher:
         return units - held
 
     def _notify(self, device: _Device, detail: str = "") -> None:
-        """Tell the farm registry (what `dse devices` shows). Best effort: a registry that cannot
-        be reached must not stop a campaign, so after one failure it is not asked again."""
-        if self._registry is False:
-            return
-        try:
-            if self._registry is None:
-                from dse.farm.registry import get_registry
-
-                self._registry = get_registry()
-            self._registry.set_device_state.remote(
-                device.identity.get("device_id", device.device_id), device.profile,
-                device.identity.get("node_id", ""), device.state, detail)
-        except Exception:
-            self._registry = False
+        """Tell the farm registry the device's state (see :class:`StateReporter`)."""
+        self._reporter.report(device.identity.get("device_id", device.device_id), device.profile,
+                              device.identity.get("node_id", ""), device.state, detail)
 
     def idle(self, profile_name: str) -> int:
         """Devices of ``profile_name`` that could take a job now, less the jobs already queued."""
@@ -296,9 +261,9 @@ class Dispatcher:
             self._notify(device, f"worker failed to start: {exc}")
             return
         device.ready_ref = None
-        key = self._physical(device)
-        device.state = "quarantined" if key in self.quarantine else "idle"
-        self._notify(device, self.quarantine.get(key, ""))
+        why = self.quarantine.reasons.get(self._physical(device))
+        device.state = "idle" if why is None else "quarantined"
+        self._notify(device, why or "")
 
     def _finished(self, device: _Device, ref: Any) -> list[Done]:
         import ray
@@ -313,15 +278,12 @@ class Dispatcher:
             measurement: Measurement = ray.get(ref)
         except (RayActorError, WorkerCrashedError, NodeDiedError, ObjectLostError) as exc:
             # The worker or its node died: not the candidate's verdict. Run it elsewhere.
-            job.attempts.append(f"device {device_name} died: {type(exc).__name__}: "
-                                f"{str(exc).splitlines()[0] if str(exc) else ''}")
+            job.attempts.append(death_reason(device_name, exc))
             self._replace(device, job.attempts[-1])
-            if len(job.attempts) <= self.max_retries:
+            if retry_allowed(job.attempts, self.max_retries):
                 self.queues[job.candidate.device_profile].appendleft(job)
                 return []
-            return [Done(job, Measurement(
-                job.candidate.candidate_id, "failed",
-                reason=f"failed on {len(job.attempts)} devices: " + "; ".join(job.attempts)), "")]
+            return [Done(job, failed_everywhere(job.candidate.candidate_id, job.attempts), "")]
         device.job = device.ref = None
         device.state = "idle"
         measurement.provenance["attempts"] = str(len(job.attempts) + 1)
@@ -349,13 +311,11 @@ class Dispatcher:
         return done
 
     def _count(self, device: _Device, failed: bool, reason: str) -> None:
-        """Track the physical device's failures in a row; quarantine it at the limit."""
-        key = self._physical(device)
-        self.streaks[key] = self.streaks.get(key, 0) + 1 if failed else 0
-        if self.streaks[key] >= self.quarantine_after:
-            self.quarantine[key] = f"{self.streaks[key]} failed trials in a row; last: {reason}"
+        """Count the trial against its physical device; quarantine the device at the limit."""
+        why = self.quarantine.record(self._physical(device), failed, reason)
+        if why is not None:
             device.state = "quarantined"
-            self._notify(device, self.quarantine[key])
+            self._notify(device, why)
 
     def _check_devices_left(self) -> None:
         for name, queue in self.queues.items():
@@ -373,7 +333,7 @@ class Dispatcher:
 
     def quarantined(self) -> dict[str, str]:
         """Quarantined devices (node/GPU) and why."""
-        return dict(self.quarantine)
+        return dict(self.quarantine.reasons)
 
     # -- the blocking form -------------------------------------------------------------------
 

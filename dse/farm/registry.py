@@ -85,6 +85,27 @@ def find_registry() -> Any | None:
         return None
 
 
+class StateReporter:
+    """Tells the registry the state the dispatcher gives each device (what `dse devices` shows).
+
+    Best effort: a registry that cannot be reached must not stop a campaign, so after one failure
+    it is not asked again."""
+
+    def __init__(self) -> None:
+        self._registry: Any = None  # the registry's handle; False once it proved unreachable
+
+    def report(self, device_id: str, profile: str, node_id: str, state: str,
+               detail: str = "") -> None:
+        if self._registry is False:
+            return
+        try:
+            if self._registry is None:
+                self._registry = get_registry()
+            self._registry.set_device_state.remote(device_id, profile, node_id, state, detail)
+        except Exception:
+            self._registry = False
+
+
 class NodeFacts(TypedDict):
     host: str
     dse_version: str

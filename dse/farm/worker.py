@@ -5,18 +5,17 @@ measurement on that device. The actor keeps its caches (trained weights, artifac
 A candidate that cannot be built is returned as ``infeasible`` and one that breaks while running as
 ``failed``, each with its reason; other exceptions are bugs and propagate to the driver.
 
-With a :class:`~dse.farm.dispatcher.Screening` the worker measures in two fidelities on the same
+With a :class:`~dse.farm.screening.Screening` the worker measures in two fidelities on the same
 warm runner: a short screening timing, then the full protocol only when the candidate could still
 enter the device's front. The verdict is the worker's own, so a candidate costs one round trip.
+How a candidate is timed is :mod:`dse.farm.timing`; the worker holds the device's probes and
+calibration, the node lock, and the trial's provenance.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
-import time
-from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,18 +23,14 @@ from dse.build.fingerprint import DEVICE_CACHE_ENV
 from dse.candidate import Candidate
 from dse.exceptions import BuildError, MeasurementError
 from dse.farm.isolation import NodeLock, Span, current_node_id
-from dse.measure.footprint import model_footprint_mb, rss_bytes, trim_heap
-from dse.measure.harness import measure_latency, measure_offline, measure_sustained
-from dse.measure.quality import disturbed, measurement_quality, unstable
-from dse.measure.stats import PERCENTILES, LatencyStats, drift_pct, samples_for_ci
-from dse.measure.telemetry import Probe, ProbeResult, Trace, Window, make_probe, make_probes
+from dse.farm.screening import Screening, screening_measure, screening_verdict
+from dse.farm.timing import measure_prepared
+from dse.measure.telemetry import Probe, make_probe, make_probes
 from dse.measurement import Measurement
-from dse.metrics import is_measured
-from dse.spec import HardwareProfile, InterferenceSpec, MeasureSpec, TrainingSpec
+from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 
 if TYPE_CHECKING:
     # Only for the annotation: prepare pulls in torch-side modules the actor loads lazily.
-    from dse.farm.dispatcher import Screening
     from dse.farm.prepare import PreparedCandidate
 
 
@@ -217,182 +212,9 @@ class DeviceWorker:
 
     def _measure(self, candidate: Candidate, prepared: PreparedCandidate, measure: MeasureSpec,
                  provenance: dict[str, str]) -> Measurement:
-        runner, example = prepared.runner, prepared.example
-        metrics = dict(prepared.metrics)
-        missing: dict[str, str] = dict(prepared.missing)
-        window = _TelemetryWindow(self.probes, missing)
-
-        def call() -> object:
-            return runner.run(example)
-
-        # Freed heap back to the system before the window: RSS in it is what is live.
-        trim_heap()
-        try:
-            sustained = measure.sustained_seconds > 0
-            # Telemetry covers the sustained run when there is one (that is where a device heats
-            # up), else exactly the timed single-stream window.
-            policy = measure.interference
-            # Why each earlier window was measured again: disturbed, or unstable (a state change
-            # inside it); an underpowered one is not, since the same caps stop the next short.
-            remeasured_because: list[str] = []
-            floor = self.run_to_run if measure.run_to_run == "auto" else None
-            while True:
-                stats = measure_latency(
-                    call, target_rel_ci=measure.target_rel_ci, min_iters=measure.min_iters,
-                    max_iters=measure.max_iters, min_seconds=measure.min_seconds,
-                    max_seconds=measure.max_seconds,
-                    warmup_max_seconds=measure.warmup_max_seconds,
-                    required_quantiles=measure.required_quantiles(), blocks=measure.blocks,
-                    block_gap_s=measure.block_gap_s,
-                    on_window=None if sustained else window.mark, run_to_run=floor)
-                # With a sustained run, that run carries the window and is judged instead.
-                disturbance = "" if sustained else _disturbance(window, policy)
-                problem = disturbance or unstable(stats)
-                if not problem or policy.action != "remeasure" \
-                        or len(remeasured_because) >= policy.max_remeasures:
-                    break
-                remeasured_because.append(problem)
-                time.sleep(policy.wait_s)
-            metrics.update(latency_metrics(stats, candidate.batch_size, missing))
-            _record_footprint(prepared, metrics, missing)
-            if "flops_m" in metrics and "latency_p50_ms" in metrics and stats.p50_ms > 0:
-                # The rate reached at the median call: the roofline's y-axis.
-                metrics["achieved_gflops"] = (metrics["flops_m"] * 1e6 * candidate.batch_size
-                                              / (stats.p50_ms / 1e3) / 1e9)
-            telemetry_stats = stats
-            if sustained:
-                run = measure_sustained(call, seconds=measure.sustained_seconds, on_window=window.mark)
-                metrics["latency_drift_pct"] = drift_pct(run.samples_ms)
-                telemetry_stats = run
-            if measure.offline_concurrency > 0:
-                offline = measure_offline(call, batch_size=candidate.batch_size,
-                                          concurrency=measure.offline_concurrency,
-                                          seconds=measure.offline_seconds)
-                metrics["offline_throughput_sps"] = offline.throughput_sps
-        finally:
-            # A runner that crashed mid-window must not leave samplers running into the next trial.
-            window.close()
-        metrics.update(window.summarize(telemetry_stats.window_calls * candidate.batch_size))
-        if sustained:
-            disturbance = _disturbance(window, policy)
-        provenance.update(window.provenance())
-        flagged = bool(disturbance) and policy.action != "ignore"
-        provenance.update({
-            "remeasures": str(len(remeasured_because)),
-            "remeasured_because": " | ".join(remeasured_because),
-            "disturbed": str(flagged),
-            "disturbance": disturbance})
-        provenance.update(measurement_quality(stats, flagged))
-        provenance.update(prepared.provenance)
-        provenance.update({
-            "window_start": f"{window.start:.6f}",
-            "window_end": f"{window.end:.6f}",
-            "timed_iters": str(stats.n),
-            "target_rel_ci": f"{stats.target_rel_ci:g}",
-            "achieved_rel_ci": f"{stats.rel_ci:.5f}",
-            "target_met": str(stats.target_met),
-            "stationary": str(stats.stationary),
-            "halves_shift_pct": f"{stats.halves_shift_pct:.2f}",
-            "run_to_run": (self.run_to_run_note if measure.run_to_run == "auto"
-                           else "off (measurement.run_to_run)"),
-            "run_to_run_cv_p50": f"{stats.run_to_run_cv:.5f}",
-            "blocks": str(stats.blocks),
-            "block_p50_ms": " ".join(f"{v:.6g}" for v in stats.block_p50_ms),
-            "min_samples": str(stats.min_samples),
-            "underpowered": str(stats.underpowered),
-            "warmup_iters": str(stats.warmup_iters),
-            "timer_overhead_ns": f"{stats.timer_overhead_ns:.0f}",
-            "stopping_check_seconds": f"{stats.check_seconds:.6f}",
-            "harness_first_call_ms": f"{stats.first_call_ms:.4f}",
-        })
-        samples = {"latency_ms": stats.samples_ms, **window.trace_samples()}
-        return Measurement(candidate.candidate_id, "ok", metrics=metrics, missing=missing,
-                           samples=samples, provenance=provenance)
-
-
-def _disturbance(window: _TelemetryWindow, policy: InterferenceSpec) -> str:
-    """Why the window just closed was disturbed under ``policy``, or ""."""
-    return disturbed(window.result_of("cpu_interference"), policy.max_foreign_cpu_pct,
-                     policy.max_steal_pct, max_cpu_wait_pct=policy.max_cpu_wait_pct,
-                     gpu=window.result_of("gpu_interference"),
-                     max_gpu_foreign_pct=policy.max_gpu_foreign_pct,
-                     max_gpu_foreign_processes=policy.max_gpu_foreign_processes)
-
-
-def _record_footprint(prepared: PreparedCandidate, metrics: dict[str, float],
-                      missing: dict[str, str]) -> None:
-    """``memory_model_mb`` once the runner is warm and timed (see ``dse.measure.footprint``)."""
-    if prepared.rss_before_runner is None:
-        missing["memory_model_mb"] = "no resident-memory reading before the runner was built"
-        return
-    value, why = model_footprint_mb(prepared.rss_before_runner, rss_bytes(),
-                                    prepared.runner.borrowed_bytes)
-    if value is None:
-        missing["memory_model_mb"] = why
-    else:
-        metrics["memory_model_mb"] = value
-
-
-def screening_measure(measure: MeasureSpec, screening: Screening) -> MeasureSpec:
-    """The screening protocol: the campaign's, loosened to the screening's target and time (never
-    tighter or longer than the campaign's own), with no offline or sustained run; enough samples
-    for each objective's confidence interval where the time allows (p99 needs a few hundred)."""
-    quantiles = [bounds[2] for bounds in screening.ci if bounds is not None]
-    needed = max([samples_for_ci(q) for q in quantiles], default=1)
-    seconds = min(screening.max_seconds, measure.max_seconds)
-    # Twice the bare minimum: correlated samples count for less (see dse.measure.stats).
-    min_iters = min(max(measure.min_iters, 2 * needed), measure.max_iters)
-    return measure.model_copy(update={
-        "target_rel_ci": max(screening.target_rel_ci, measure.target_rel_ci),
-        "min_iters": min_iters,
-        # No floor on time: the sample count above is what a verdict needs.
-        "min_seconds": 0.0, "max_seconds": seconds,
-        # Each block warms up: together within the screening's time, not a multiple of it.
-        "warmup_max_seconds": min(measure.warmup_max_seconds, seconds) / measure.blocks,
-        "offline_concurrency": 0, "sustained_seconds": 0.0})
-
-
-def screening_verdict(metrics: Mapping[str, float], exact: Collection[str],
-                      screening: Screening) -> tuple[bool, str]:
-    """Whether a screened candidate could still enter the front, and why (one line).
-
-    Its optimistic objective vector (see :class:`~dse.farm.dispatcher.Screening`; ``exact``: the
-    metrics known before timing) must be dominated by a front point's pessimistic vector for the
-    answer to be no. An objective the screening could not bound (not measured, or too few
-    samples for its interval) keeps the candidate in: nothing shows it cannot enter.
-    """
-    optimistic = []
-    for name, maximize, bounds in zip(screening.objectives, screening.maximize, screening.ci,
-                                      strict=True):
-        value = metrics.get(name, math.nan)
-        if not is_measured(name, value):
-            return True, f"{name} not measured by the screening"
-        if name in exact or math.isinf(value):  # an infinitely bad value has no noise
-            best = value
-        elif bounds is not None:
-            ends = [metrics.get(bound, math.nan) for bound in bounds[:2]]
-            if not all(math.isfinite(end) for end in ends):
-                return True, f"the screening gave {name} no confidence interval"
-            best = max(value, *ends) if maximize else min(value, *ends)
-        else:
-            step = screening.margin * abs(value)
-            best = value + step if maximize else value - step
-        optimistic.append(best)
-    for point in screening.front:
-        if _dominates(point.values, optimistic, screening.maximize):
-            shown = ", ".join(f"{n} {v:.4g}" for n, v in zip(screening.objectives, optimistic,
-                                                             strict=True))
-            return False, f"dominated by front trial #{point.trial} even at best ({shown})"
-    return True, "could enter the front"
-
-
-def _dominates(point: tuple[float, ...], other: list[float], maximize: tuple[bool, ...]) -> bool:
-    """``point`` at least as good as ``other`` in every objective and better in one."""
-    signs = [-1.0 if up else 1.0 for up in maximize]
-    mine = [s * v for s, v in zip(signs, point, strict=True)]
-    theirs = [s * v for s, v in zip(signs, other, strict=True)]
-    return all(a <= b for a, b in zip(mine, theirs, strict=True)) and any(
-        a < b for a, b in zip(mine, theirs, strict=True))
+        """Time ``prepared`` with this device's probes and run-to-run calibration."""
+        return measure_prepared(candidate, prepared, measure, provenance, probes=self.probes,
+                                run_to_run=self.run_to_run, run_to_run_note=self.run_to_run_note)
 
 
 def _spans(build: Span, timed: Span | None) -> dict[str, str]:
@@ -401,113 +223,3 @@ def _spans(build: Span, timed: Span | None) -> dict[str, str]:
     if timed is not None:
         out.update({"measure_start": f"{timed.start:.6f}", "measure_end": f"{timed.end:.6f}"})
     return out
-
-
-def latency_metrics(stats: LatencyStats, batch_size: int,
-                    missing: dict[str, str]) -> dict[str, float]:
-    """The latency metrics of a run. A percentile is reported only with its 95% confidence
-    interval: one the samples cannot support (a p99 of 30 calls is their maximum, not a p99) is
-    missing, with why, and so is the throughput when the median is."""
-    metrics = {
-        "latency_mean_ms": stats.mean_ms, "latency_std_ms": stats.std_ms,
-        "latency_min_ms": stats.min_ms, "latency_max_ms": stats.max_ms,
-        "latency_iqr_ms": stats.iqr_ms,
-    }
-    for name, _ in PERCENTILES:
-        value, ci = getattr(stats, f"{name}_ms"), getattr(stats, f"{name}_ci_ms")
-        if ci is not None:
-            metrics[f"latency_{name}_ms"] = value
-            if name in ("p50", "p99"):
-                metrics[f"latency_{name}_ci_low_ms"], metrics[f"latency_{name}_ci_high_ms"] = ci
-            continue
-        reason = stats.why_no_ci(dict(PERCENTILES)[name])
-        missing[f"latency_{name}_ms"] = reason
-        if name in ("p50", "p99"):
-            missing[f"latency_{name}_ci_low_ms"] = missing[f"latency_{name}_ci_high_ms"] = reason
-    if "latency_p50_ms" in metrics:
-        metrics["throughput_sps"] = stats.throughput(batch_size)
-    else:
-        missing["throughput_sps"] = "comes from the median latency, which is missing"
-    if stats.blocks > 1:
-        metrics["between_run_cv"] = stats.between_run_cv
-    else:
-        missing["between_run_cv"] = "measured in one block (measurement.blocks = 1)"
-    return metrics
-
-
-class _TelemetryWindow:
-    """Starts and stops the available probes around one measurement window."""
-
-    def __init__(self, probes: list[Probe], missing: dict[str, str]) -> None:
-        self.active: list[Probe] = []
-        self.missing = missing
-        for probe in probes:
-            ok, why = probe.available()
-            if ok:
-                self.active.append(probe)
-            else:
-                missing.update({name: why for name in probe.provides})
-        self.start = self.end = float("nan")
-        self.traces: list[tuple[Probe, Trace]] = []
-        self.shadowed: dict[str, str] = {}
-        self._open = False
-
-    def mark(self, opening: bool) -> None:
-        if opening:
-            for probe in self.active:
-                probe.start()
-            self._open = True
-            self.start = time.time()
-        else:
-            self.end = time.time()
-            self.traces = [(probe, probe.stop()) for probe in self.active]
-            self._open = False
-
-    def result_of(self, probe_name: str) -> ProbeResult | None:
-        """The last closed window's result of one probe, or None when it did not run."""
-        window = Window(self.start, self.end, 0)
-        for probe, trace in self.traces:
-            if probe.name == probe_name:
-                return probe.summarize(trace, window)
-        return None
-
-    def close(self) -> None:
-        """Stop the probes if the window is still open (the measurement raised inside it)."""
-        if self._open:
-            self.mark(False)
-
-    def summarize(self, inferences: int) -> dict[str, float]:
-        """Metrics of every probe. Where two probes give the same metric (nvml and rapl both give
-        power), the one listed first in the profile wins and the other's value is noted in
-        provenance; a metric that has a value is never also reported missing."""
-        window = Window(self.start, self.end, inferences)
-        metrics: dict[str, float] = {}
-        self.shadowed = {}
-        for probe, trace in self.traces:
-            result = probe.summarize(trace, window)
-            for name, value in result.metrics.items():
-                if name in metrics:
-                    self.shadowed[f"{probe.name}.shadowed.{name}"] = f"{value:.6g}"
-                else:
-                    metrics[name] = value
-            for name, reason in result.missing.items():
-                self.missing.setdefault(name, reason)
-        for name in metrics:
-            self.missing.pop(name, None)
-        return metrics
-
-    def provenance(self) -> dict[str, str]:
-        facts = {f"{probe.name}.{key}": value for probe, trace in self.traces
-                 for key, value in probe.provenance(trace).items()}
-        return {**facts, **self.shadowed}
-
-    def trace_samples(self) -> dict[str, list[float]]:
-        """Every probe's readings, kept beside the latencies (``trace.<probe>.time_s`` and
-        ``trace.<probe>.<channel> [unit]``) so power and temperature can be plotted later."""
-        out: dict[str, list[float]] = {}
-        for probe, trace in self.traces:
-            out[f"trace.{probe.name}.time_s"] = list(trace.timestamps)
-            for channel, values in trace.channels.items():
-                unit = trace.units.get(channel, "")
-                out[f"trace.{probe.name}.{channel} [{unit}]"] = list(values)
-        return out

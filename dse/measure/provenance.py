@@ -11,9 +11,9 @@ import importlib.metadata
 import os
 import platform
 import socket
-import sys
 from pathlib import Path
 
+from dse.host_facts import cuda_provenance as cuda_provenance
 from dse.version import __version__
 
 # Distributions whose versions matter for any timing, looked up without importing them; each
@@ -56,32 +56,6 @@ def library_versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             continue
     return versions
-
-
-def cuda_provenance() -> dict[str, str]:
-    """GPU name, driver, CUDA and cuDNN versions — only from libraries already in the process."""
-    out: dict[str, str] = {}
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available():
-        out["cuda_runtime"] = str(torch.version.cuda)
-        out["cudnn"] = str(torch.backends.cudnn.version())
-        out["gpu_name"] = torch.cuda.get_device_name()
-    try:
-        import pynvml
-    except ImportError:
-        return out
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return out
-    try:
-        out["nvidia_driver"] = str(pynvml.nvmlSystemGetDriverVersion())
-        out["nvml_cuda_driver"] = str(pynvml.nvmlSystemGetCudaDriverVersion_v2())
-    except pynvml.NVMLError:
-        pass
-    finally:
-        pynvml.nvmlShutdown()
-    return out
 
 
 def jetson_provenance(root: Path = Path("/")) -> dict[str, str]:

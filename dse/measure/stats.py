@@ -15,115 +15,30 @@ sample. With no autocorrelation tau = 1 and this is the textbook interval.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.stats import binom  # at import, not on first use: its import must not land in a window
 from scipy.stats import t as student_t
 
 from dse.exceptions import MeasurementError
 
+# The autocorrelation maths, re-exported for the modules and tests that read it from here.
+from dse.measure.autocorrelation import autocorrelation_time as autocorrelation_time
+from dse.measure.autocorrelation import autocovariances as autocovariances
+from dse.measure.autocorrelation import effective_quantile_ci
+
+# The order-statistic maths the YAML checks share with the measurement (a lower layer).
+from dse.order_statistics import CONFIDENCE as CONFIDENCE
+from dse.order_statistics import PERCENTILES as PERCENTILES
+from dse.order_statistics import percentile_quantile as percentile_quantile
+from dse.order_statistics import quantile_ci_ranks as quantile_ci_ranks
+from dse.order_statistics import samples_for_ci as samples_for_ci
+
 if TYPE_CHECKING:
     from dse.measure.run_to_run import RunToRun
-
-CONFIDENCE = 0.95
-
-# (name, quantile) of every percentile reported; each gets a CI when n supports one.
-PERCENTILES: tuple[tuple[str, float], ...] = (
-    ("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99), ("p999", 0.999))
-
-
-def quantile_ci_ranks(n: int, q: float, confidence: float = CONFIDENCE) -> tuple[int, int] | None:
-    """1-based ranks (l, u) with P(x_(l) <= quantile_q < x_(u)) >= ``confidence``, or None when
-    ``n`` samples are too few for such an interval (e.g. p99 needs a few hundred)."""
-    alpha = 1.0 - confidence
-    # One call for both ends: scipy's argument handling costs far more than the quantiles.
-    lower, upper = binom.ppf([alpha / 2, 1 - alpha / 2], n, q)
-    low = int(lower)       # smallest k with F(k) >= alpha/2
-    high = int(upper) + 1  # F(high - 1) >= 1 - alpha/2
-    if low < 1 or high > n:
-        return None
-    return low, high
-
-
-@functools.cache
-def samples_for_ci(quantile: float, confidence: float = CONFIDENCE) -> int:
-    """The fewest independent samples that give the ``quantile`` a confidence interval (6 for the
-    median, 368 for p99, 3688 for p99.9); correlated samples need more (see module docstring)."""
-    if not 0 < quantile < 1:
-        raise ValueError(f"quantile must lie in (0, 1), got {quantile}")
-    low, high = 2, 2
-    while quantile_ci_ranks(high, quantile, confidence) is None:
-        low, high = high, high * 2
-    while low < high:  # the first n that has one; more samples never lose it
-        middle = (low + high) // 2
-        if quantile_ci_ranks(middle, quantile, confidence) is None:
-            low = middle + 1
-        else:
-            high = middle
-    return high
-
-
-def percentile_quantile(name: str) -> float:
-    """The quantile of a reported percentile's name (``p99`` -> 0.99); KeyError if none."""
-    return dict(PERCENTILES)[name]
-
-
-# Lags beyond this are not summed: it bounds the cost on long runs, and a correlation still
-# positive that far out means the run is not stationary, which halves_agree() reports.
-_MAX_LAG = 200
-
-# The sum often ends within a few lags, and each lag costs one pass over the samples; a run still
-# correlated after this many lags gets the rest from one FFT, which costs some tens of passes (50 to
-# 100 measured, n = 100k to 450k) however many lags it yields.
-_DIRECT_LAGS = 32
-
-
-def autocovariances(centered: np.ndarray, max_lag: int) -> np.ndarray:
-    """``mean(x[:-k] * x[k:])`` for k = 0..``max_lag`` of a centred series, by FFT in O(n log n).
-
-    The series is zero-padded to at least ``n + max_lag`` points, so the circular correlation the
-    FFT computes has no wrapped-around terms at these lags; each sum is divided by its own number
-    of terms, ``n - k``, as the direct mean is.
-    """
-    n = len(centered)
-    if not 0 <= max_lag < n:
-        raise ValueError(f"max_lag must lie in [0, n), got {max_lag=} for n={n}")
-    size = 1 << (n + max_lag - 1).bit_length()  # a power of two: the fastest FFT length
-    spectrum = np.fft.rfft(centered, size)
-    sums = np.fft.irfft(spectrum.real ** 2 + spectrum.imag ** 2, size)[: max_lag + 1]
-    return np.asarray(sums / (n - np.arange(max_lag + 1)), dtype=np.float64)
-
-
-def autocorrelation_time(samples: np.ndarray, threshold: float) -> float:
-    """tau of the indicator series 1[x_t <= threshold], in the order the samples were taken:
-    1 + 2 * (sum of autocorrelations up to the first non-positive one).
-
-    The first lags are computed directly; past :data:`_DIRECT_LAGS` the rest come from
-    :func:`autocovariances` (the same figures up to floating-point rounding).
-    """
-    indicator = (samples <= threshold).astype(np.float64)
-    indicator -= indicator.mean()
-    variance = float(np.mean(indicator * indicator))
-    if variance == 0.0:
-        return 1.0
-    lags = min(_MAX_LAG, len(indicator) // 4)  # lags 1 .. lags - 1 are summed
-    tau = 1.0
-    for lag in range(1, min(lags, _DIRECT_LAGS)):
-        rho = float(np.mean(indicator[:-lag] * indicator[lag:])) / variance
-        if rho <= 0.0:
-            return tau
-        tau += 2.0 * rho
-    if lags <= _DIRECT_LAGS:
-        return tau
-    rhos = autocovariances(indicator, lags - 1)[_DIRECT_LAGS:] / variance
-    ended = np.flatnonzero(rhos <= 0.0)
-    positive = rhos[: ended[0]] if len(ended) else rhos
-    return tau + 2.0 * float(np.sum(positive))
 
 
 def quantile_ci(samples: Sequence[float] | np.ndarray, q: float,
@@ -133,27 +48,8 @@ def quantile_ci(samples: Sequence[float] | np.ndarray, q: float,
     data = np.asarray(samples, dtype=np.float64)
     if len(data) < 2:
         return None
-    return _ci_with_tau(data, q, autocorrelation_time(data, float(np.quantile(data, q))),
+    return effective_quantile_ci(data, q, autocorrelation_time(data, float(np.quantile(data, q))),
                         confidence)
-
-
-def _ci_with_tau(data: np.ndarray, q: float, tau: float,
-                 confidence: float) -> tuple[float, float] | None:
-    """The order-statistic interval of the q-quantile of ``data`` counted as n / ``tau``
-    independent samples."""
-    n = len(data)
-    # Selection, not a sort: only a few order statistics are needed (np.quantile selects too, and
-    # gives the same value on unsorted data as on sorted).
-    effective = max(1, int(n / tau))
-    ranks = quantile_ci_ranks(effective, q, confidence)
-    if ranks is None:
-        return None
-    # Back to ranks of the full sample, rounding outwards so the interval never shrinks.
-    scale = n / effective
-    low = max(1, math.floor(ranks[0] * scale - (scale - 1)))
-    high = min(n, math.ceil(ranks[1] * scale))
-    selected = np.partition(data, (low - 1, high - 1))
-    return float(selected[low - 1]), float(selected[high - 1])
 
 
 def block_quantile_ci(samples: np.ndarray, block_sizes: Sequence[int], q: float,
@@ -198,7 +94,7 @@ def _pooled_within_ci(samples: np.ndarray, block_sizes: Sequence[int],
     taus = [autocorrelation_time(block, threshold) if len(block) > 1 else 1.0
             for block in blocks]
     tau = float(np.average(taus, weights=[len(block) for block in blocks]))
-    return _ci_with_tau(samples, q, tau, CONFIDENCE)
+    return effective_quantile_ci(samples, q, tau, CONFIDENCE)
 
 
 def run_quantile_ci(samples: np.ndarray, q: float,
@@ -293,6 +189,61 @@ class LatencyStats:
     telemetry window, the warm-ups of later blocks included: what energy is shared among.
     ``run_to_run_cv`` is the device's calibrated run-to-run variation of the median that floored
     the intervals (:mod:`dse.measure.run_to_run`; NaN when none did).
+
+    Made by :func:`summarize` (which :func:`dse.measure_latency` calls).
+
+    Attributes:
+        n: Timed calls (samples).
+        seconds: Time the timed calls took, in seconds.
+        p50_ms: Median latency; ``p90_ms``, ``p95_ms``, ``p99_ms`` and ``p999_ms`` are the
+            90th, 95th, 99th and 99.9th percentiles.
+        p90_ms: See ``p50_ms``.
+        p95_ms: See ``p50_ms``.
+        p99_ms: See ``p50_ms``.
+        p999_ms: See ``p50_ms``.
+        p50_ci_ms: 95% CI (low, high) of the median, or None; likewise ``p90_ci_ms``,
+            ``p95_ci_ms``, ``p99_ci_ms`` and ``p999_ci_ms``.
+        p90_ci_ms: See ``p50_ci_ms``.
+        p95_ci_ms: See ``p50_ci_ms``.
+        p99_ci_ms: See ``p50_ci_ms``.
+        p999_ci_ms: See ``p50_ci_ms``.
+        mean_ms: Mean latency.
+        std_ms: Standard deviation of the latency (0 for a single sample).
+        min_ms: Fastest timed call.
+        max_ms: Slowest timed call.
+        iqr_ms: Interquartile range (p75 - p25).
+        rel_ci: The median CI's larger half-width relative to the median (infinity without
+            a CI), before any ``run_to_run`` floor.
+        target_rel_ci: The relative half-width asked for.
+        target_met: Whether ``rel_ci`` <= ``target_rel_ci``.
+        stationary: Whether the run's two halves have overlapping median CIs (True when
+            they are too short to tell).
+        warmup_iters: Warm-up calls.
+        warmup_seconds: Warm-up time, in seconds.
+        first_call_ms: The first call, timed apart (NaN when not taken).
+        timer_overhead_ns: The timer's own overhead per call (NaN when not measured).
+        check_seconds: Part of ``seconds`` spent deciding whether to stop.
+        min_samples: The sample floor the run had to reach.
+        underpowered: Whether a cap stopped the run short of ``min_samples``, or a required
+            percentile has no CI.
+        halves_shift_pct: How far the second half's median lies from the first's, in percent.
+        block_sizes: Samples per block, in order (empty for a run of one block).
+        block_p50_ms: Each block's median, in order (empty for a run of one block).
+        between_run_cv: Spread of the blocks' medians (NaN under two blocks).
+        window_calls: Calls made inside the telemetry window.
+        run_to_run_cv: The calibrated run-to-run variation of the median that floored the
+            intervals (NaN when none did).
+        samples_ms: Every timed latency, in the order taken.
+
+    Examples:
+        >>> from dse.measure.stats import summarize
+        >>> stats = summarize([1.0, 2.0, 3.0, 4.0, 5.0], seconds=0.015)
+        >>> stats.n, stats.p50_ms, stats.min_ms, stats.max_ms, stats.iqr_ms
+        (5, 3.0, 1.0, 5.0, 2.0)
+        >>> stats.p99_ci_ms is None, stats.blocks  # 5 samples bound no p99
+        (True, 1)
+        >>> round(stats.throughput(batch_size=8))  # samples per second at the median
+        2667
     """
 
     n: int

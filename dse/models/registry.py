@@ -1,10 +1,13 @@
-"""The model-family registry: a plain dict filled at import by :func:`register_family`."""
+"""Model families: the :class:`ModelFamily` interface, and :func:`register_family`, which puts a
+family into the registry of :mod:`dse.parts.families` (read by the YAML checks below this layer)."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from dse.parts.families import FAMILIES as FAMILIES
 
 if TYPE_CHECKING:
     import torch
@@ -49,24 +52,17 @@ class ModelFamily(ABC):
         """A new module for ``arch``; raises ValueError when :meth:`validate` would."""
 
 
-FAMILIES: dict[str, ModelFamily] = {}
-
 _F = TypeVar("_F", bound=type[ModelFamily])
 
 
 def register_family(cls: _F) -> _F:
-    """Class decorator: register one instance of ``cls`` under ``cls.name``."""
-    if cls.name in FAMILIES:
-        raise ValueError(f"model family {cls.name!r} is already registered "
-                         f"(by {type(FAMILIES[cls.name]).__qualname__})")
-    FAMILIES[cls.name] = cls()
+    """Class decorator: register one instance of ``cls`` under ``cls.name`` (a name given twice
+    is refused)."""
+    FAMILIES.register(cls.name, cls())
     return cls
 
 
 def get_family(name: str) -> ModelFamily:
     """The registered family ``name``; raises KeyError listing the known families."""
-    try:
-        return FAMILIES[name]
-    except KeyError:
-        known = ", ".join(sorted(FAMILIES)) or "none"
-        raise KeyError(f"unknown model family {name!r}; known: {known}") from None
+    family: ModelFamily = FAMILIES[name]
+    return family

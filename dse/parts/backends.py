@@ -73,7 +73,7 @@ class BackendDeclaration:
 
 
 BACKEND_DECLARATIONS: Registry[BackendDeclaration] = Registry(
-    "backend", lambda declared: f"the declaration of {declared.name!r}")
+    "backend", ("dse.backends",), lambda declared: f"the declaration of {declared.name!r}")
 
 
 def backend_names() -> tuple[str, ...]:

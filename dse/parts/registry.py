@@ -1,5 +1,5 @@
-"""One registry mechanism for every pluggable part of dse (backends today; probes, families,
-datasets, proxies and samplers as they move over): a name -> item mapping that refuses a name given
+"""One registry mechanism for every pluggable part of dse (backends, telemetry probes, model
+families, datasets, zero-cost proxies, samplers): a name -> item mapping that refuses a name given
 twice and fills itself, on first use, by importing the parts that ship with dse and the modules
 named in ``$DSE_PLUGINS``.
 
@@ -18,18 +18,17 @@ import importlib
 import os
 import pkgutil
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Generic, TypeVar
 
 from dse.exceptions import DseError
 
 PLUGINS_ENV = "DSE_PLUGINS"
-# Packages whose every public module (no leading underscore) is imported to fill the registries.
-BUILTIN_PACKAGES = ("dse.backends",)
 
 T = TypeVar("T")
 
-_loaded = False
+_imported: set[str] = set()  # built-in modules already imported by a registry's first read
+_plugins_loaded = False
 _loading = threading.RLock()
 
 
@@ -40,19 +39,28 @@ def plugin_modules(environ: Mapping[str, str] | None = None) -> list[str]:
     return [name for name in text.replace(",", " ").split() if name]
 
 
-def load_parts() -> None:
-    """Import the built-in parts and the plugins, once per process (a no-op after the first
-    call, and for calls made while it runs: a part's module may look a registry up)."""
-    global _loaded
+def import_builtin(modules: Iterable[str]) -> None:
+    """Import each module of ``modules``, and for a package every public submodule (no leading
+    underscore): the parts that ship with dse register themselves when imported."""
     with _loading:
-        if _loaded:
-            return
-        _loaded = True
-        for package in BUILTIN_PACKAGES:
-            found = importlib.import_module(package)
-            for module in pkgutil.iter_modules(found.__path__):
+        for name in modules:
+            if name in _imported:
+                continue
+            _imported.add(name)
+            found = importlib.import_module(name)
+            for module in pkgutil.iter_modules(getattr(found, "__path__", [])):
                 if not module.name.startswith("_"):
-                    importlib.import_module(f"{package}.{module.name}")
+                    importlib.import_module(f"{name}.{module.name}")
+
+
+def load_plugins() -> None:
+    """Import the modules of ``$DSE_PLUGINS`` (calling ``function`` of a ``module:function``),
+    once per process; a plugin that fails says which, in one line, and is tried again next time."""
+    global _plugins_loaded
+    with _loading:
+        if _plugins_loaded:
+            return
+        _plugins_loaded = True
         for entry in plugin_modules():
             module_name, _, function = entry.partition(":")
             try:
@@ -60,19 +68,30 @@ def load_parts() -> None:
                 if function:
                     getattr(loaded, function)()
             except Exception as exc:  # a plugin's own error: say which plugin, in one line
-                _loaded = False
+                _plugins_loaded = False
                 raise DseError(f"{PLUGINS_ENV}: cannot load plugin {entry!r}: "
                                f"{type(exc).__name__}: {exc}") from None
 
 
 class Registry(Mapping[str, T], Generic[T]):
-    """Parts of one ``kind`` ("backend", ...) by name, in registration order. Reading it (any
-    Mapping method) first runs :func:`load_parts`; :meth:`register` refuses a name given twice."""
+    """Parts of one ``kind`` ("backend", "probe", ...) by name, in registration order.
 
-    def __init__(self, kind: str, describe: Callable[[T], str] = repr) -> None:
+    ``builtin`` names the modules holding dse's own parts of this kind (a package stands for
+    every public module in it). Reading the registry (any Mapping method) first runs
+    :meth:`load`; :meth:`register` refuses a name given twice."""
+
+    def __init__(self, kind: str, builtin: tuple[str, ...],
+                 describe: Callable[[T], str] = repr) -> None:
         self.kind = kind
+        self.builtin = builtin
         self._items: dict[str, T] = {}
         self._describe = describe
+
+    def load(self) -> None:
+        """Fill the registry: import its built-in modules and the plugins (each once per process;
+        calls made while they import, by a part's module looking a registry up, return at once)."""
+        import_builtin(self.builtin)
+        load_plugins()
 
     def register(self, name: str, item: T) -> T:
         if name in self._items:
@@ -82,7 +101,7 @@ class Registry(Mapping[str, T], Generic[T]):
         return item
 
     def __getitem__(self, name: str) -> T:
-        load_parts()
+        self.load()
         try:
             return self._items[name]
         except KeyError:
@@ -90,15 +109,15 @@ class Registry(Mapping[str, T], Generic[T]):
                            f"{', '.join(sorted(self._items)) or 'none'}") from None
 
     def __iter__(self) -> Iterator[str]:
-        load_parts()
+        self.load()
         return iter(list(self._items))
 
     def __len__(self) -> int:
-        load_parts()
+        self.load()
         return len(self._items)
 
     def __contains__(self, name: object) -> bool:
-        load_parts()
+        self.load()
         return name in self._items
 
     def names(self) -> tuple[str, ...]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from dse.parts.datasets import DATASETS, DatasetDeclaration, register_dataset
 from dse.quality.digits import DigitsSplit, load_digits_split
 
-DATASETS = ("digits", "sequences")
 DIGITS_SHAPE = (1, 8, 8)
 # Enough rows for fidelity and int8 calibration, few enough to run in a moment on any backend.
 SYNTHETIC_ROWS = 256
@@ -19,18 +19,10 @@ SYNTHETIC_ROWS = 256
 
 def dataset_problem(name: str, sample_shape: tuple[int, ...]) -> str | None:
     """Why dataset ``name`` cannot feed samples of ``sample_shape``; None when it can."""
-    if name == "digits":
-        if tuple(sample_shape) != DIGITS_SHAPE:
-            return f"dataset digits holds 1x8x8 images; the model takes {list(sample_shape)}"
-        return None
-    if name == "sequences":
-        from dse.quality.sequences import FEATURES
-
-        if len(sample_shape) != 2 or sample_shape[1] != FEATURES:
-            return (f"dataset sequences holds (length, {FEATURES}) sequences; the model takes "
-                    f"{list(sample_shape)}")
-        return None
-    return f"unknown dataset {name!r}; known: {', '.join(DATASETS)}"
+    declared = DATASETS.get(name)
+    if declared is None:
+        return f"unknown dataset {name!r}; known: {', '.join(DATASETS.names())}"
+    return declared.problem(tuple(sample_shape))
 
 
 def load_split(name: str, seed: int, sample_shape: tuple[int, ...]) -> DigitsSplit:
@@ -39,8 +31,26 @@ def load_split(name: str, seed: int, sample_shape: tuple[int, ...]) -> DigitsSpl
     problem = dataset_problem(name, sample_shape)
     if problem is not None:
         raise ValueError(problem)
-    if name == "digits":
-        return load_digits_split(seed)
+    split: DigitsSplit = DATASETS[name].load(seed, tuple(sample_shape))
+    return split
+
+
+def _digits_problem(sample_shape: tuple[int, ...]) -> str | None:
+    if sample_shape != DIGITS_SHAPE:
+        return f"dataset digits holds 1x8x8 images; the model takes {list(sample_shape)}"
+    return None
+
+
+def _sequences_problem(sample_shape: tuple[int, ...]) -> str | None:
+    from dse.quality.sequences import FEATURES
+
+    if len(sample_shape) != 2 or sample_shape[1] != FEATURES:
+        return (f"dataset sequences holds (length, {FEATURES}) sequences; the model takes "
+                f"{list(sample_shape)}")
+    return None
+
+
+def _load_sequences(seed: int, sample_shape: tuple[int, ...]) -> DigitsSplit:
     from dse.quality.sequences import load_sequence_split
 
     return load_sequence_split(seed, sample_shape[0], sample_shape[1])
@@ -52,3 +62,11 @@ def synthetic_inputs(sample_shape: tuple[int, ...], seed: int,
     measure fidelity against fp32 (no accuracy can come from them)."""
     generator = np.random.default_rng(seed)
     return generator.standard_normal((rows, *sample_shape), dtype=np.float32)
+
+
+register_dataset(DatasetDeclaration(
+    "digits", _digits_problem, lambda seed, shape: load_digits_split(seed),
+    "scikit-learn's 8x8 handwritten digits, 10 classes"))
+register_dataset(DatasetDeclaration(
+    "sequences", _sequences_problem, _load_sequences,
+    "generated sequences of any length, fixed features per step"))

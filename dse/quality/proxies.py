@@ -22,23 +22,23 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dse.parts.proxies import PROXIES as PROXIES
+from dse.parts.proxies import ProxyDeclaration, register_proxy
+
 if TYPE_CHECKING:
     import torch
 
-PROXIES: tuple[str, ...] = ("synflow", "naswot", "grad_norm")
 # What a proxy's defined lowest score, -inf, says of the network, for messages.
-LOWEST_SCORE_MEANING: dict[str, str] = {
-    "synflow": "no flow reaches the output of the linearised network",
-    "naswot": "its activation-code kernel is singular: samples of the batch share a code, or "
-              "their codes are otherwise affinely dependent, so the untrained network cannot "
-              "separate them",
-}
+_SYNFLOW_LOWEST = "no flow reaches the output of the linearised network"
+_NASWOT_LOWEST = ("its activation-code kernel is singular: samples of the batch share a code, or "
+                  "their codes are otherwise affinely dependent, so the untrained network cannot "
+                  "separate them")
 
 # The ReLU-type activation modules (torch.nn classes, and their subclasses): NASWOT reads their
 # sign patterns, and synflow's linearised network replaces them with identities. Named, so that
@@ -51,8 +51,9 @@ NORMALIZATION_TYPES: tuple[str, ...] = (
 
 
 def proxy_scores(module: torch.nn.Module, inputs: np.ndarray, labels: np.ndarray, *,
-                 names: Sequence[str] = PROXIES, seed: int = 0) -> dict[str, float]:
-    """Zero-cost proxy scores of ``module`` (higher = predicted better), one per name in ``names``.
+                 names: Sequence[str] | None = None, seed: int = 0) -> dict[str, float]:
+    """Zero-cost proxy scores of ``module`` (higher = predicted better), one per name in ``names``
+    (None: every registered proxy, :data:`dse.parts.proxies.PROXIES`).
 
     ``module`` is any classifier whose forward maps a float32 batch shaped like ``inputs`` to
     ``(batch, classes)`` logits; ``labels`` are the batch's integer classes. Scores from
@@ -78,7 +79,7 @@ def proxy_scores(module: torch.nn.Module, inputs: np.ndarray, labels: np.ndarray
     scores: dict[str, float] = {}
     for name in wanted:
         with _isolated_rng(device, seed), torch.inference_mode(False), torch.enable_grad():
-            scores[name] = _COMPUTE[name](copy.deepcopy(module), x_t, y_t)
+            scores[name] = PROXIES[name].score(copy.deepcopy(module), x_t, y_t)
     return scores
 
 
@@ -214,14 +215,9 @@ def _grad_norm(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> floa
     return float(sum(float(w.grad.norm()) for w in weights if w.grad is not None))
 
 
-_COMPUTE: dict[str, Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], float]] = {
-    "synflow": _synflow,
-    "naswot": _naswot,
-    "grad_norm": _grad_norm,
-}
-
-
-def _checked_names(names: Sequence[str]) -> list[str]:
+def _checked_names(names: Sequence[str] | None) -> list[str]:
+    if names is None:
+        return list(PROXIES)
     if isinstance(names, str):
         names = [names]
     unknown = [name for name in names if name not in PROXIES]
@@ -292,3 +288,9 @@ def _replace_with_identity(model: torch.nn.Module, type_names: tuple[str, ...]) 
                if isinstance(child, _torch_types(type_names))]
     for parent, name in targets:
         setattr(parent, name, torch.nn.Identity())
+
+
+for _declaration in (ProxyDeclaration("synflow", _synflow, _SYNFLOW_LOWEST),
+                     ProxyDeclaration("naswot", _naswot, _NASWOT_LOWEST),
+                     ProxyDeclaration("grad_norm", _grad_norm)):
+    register_proxy(_declaration)

@@ -26,6 +26,21 @@ class DeployedModel:
     (float32, batch axis first) in, the model's first output out, as a host array.
     ``predict(x)`` feeds any number of samples through it, ``batch_size`` at a time.
     ``candidate`` is the candidate as plain data (family, arch, backend, precision, ...).
+
+    Attributes:
+        run: The runner's own call: a batch in, the model's first output out.
+        batch_size: The most samples ``run`` takes at once.
+        input_shape: One sample's shape, without the batch axis.
+        candidate: The candidate as plain data.
+
+    Examples:
+        >>> import numpy as np
+        >>> from dse import DeployedModel
+        >>> deployed = DeployedModel(run=lambda batch: batch.sum(axis=1, keepdims=True),
+        ...                          batch_size=4, input_shape=(3,))
+        >>> out = deployed.predict(np.ones((10, 3)))  # three calls: 4, 4 and 2 samples
+        >>> out.shape, out.dtype.name, float(out[0, 0])
+        ((10, 1), 'float64', 3.0)
     """
 
     run: Callable[[np.ndarray], np.ndarray]
@@ -34,6 +49,18 @@ class DeployedModel:
     candidate: dict[str, Any] = field(default_factory=dict)
 
     def predict(self, x: np.ndarray) -> np.ndarray:
+        """The model's outputs for ``x``, fed through ``run`` ``batch_size`` samples at a time.
+
+        Args:
+            x: Any number of samples, batch axis first (converted to float32).
+
+        Returns:
+            The outputs of every batch, concatenated, as float64.
+
+        Raises:
+            ValueError: When ``x`` holds no sample, ``batch_size`` < 1, or ``run`` returns
+                another number of rows than it was given.
+        """
         return predict_batches(self.run, np.asarray(x, dtype=np.float32), self.batch_size)
 
 

@@ -3,20 +3,16 @@ the intervals where the device throttled shaded.
 
 A measured trial's samples file (see :mod:`dse.report.distributions`) holds every probe's readings
 as ``trace.<probe>.time_s`` (``time.time()`` seconds) and ``trace.<probe>.<channel> [<unit>]``
-(``dse.farm.worker``). Channels are sorted into kinds by their unit: W is power, °C temperature,
-MHz or kHz a clock, MB memory; RAPL's energy counters (``<zone>/energy_uj [uJ]``) give power by
-difference. Throttling comes from NVML's clocks-event reasons, the CPU thermal-throttle time
-counters and a Jetson's over-current alarms and counters.
+(``dse.farm.telemetry_window``). This module chooses the front trials to show and draws them; the
+readings become series in :mod:`dse.report.trace_series` and throttled intervals in
+:mod:`dse.report.throttling`.
 
 :func:`traces_info` is the data (no plotly); :func:`traces_figure` draws it.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Sequence
-from itertools import pairwise
 from pathlib import Path
 from typing import NamedTuple
 
@@ -26,47 +22,20 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dse.report.distributions import (
-    FloatArray,
-    SamplesUnreadable,
-    TrialKey,
-    load_samples,
-    sample_files,
-    sample_keys,
-)
+from dse.report.distributions import SamplesUnreadable, TrialKey, load_samples, sample_files, sample_keys
 from dse.report.render import _PALETTE
+from dse.report.throttling import ThrottledInterval
+from dse.report.trace_series import (
+    KIND_TITLES,
+    SENSOR_KINDS,
+    TIME_CHANNEL,
+    TRACE_PREFIX,
+    Series,
+    channel_kind,
+    parse_trace_key,
+    trial_series,
+)
 from dse.results import front_frame
-
-TRACE_PREFIX = "trace."
-_KEY = re.compile(r"trace\.(?P<probe>[^.]+)\.(?P<channel>.+?)(?: \[(?P<unit>[^\]]*)\])?")
-_TIME = "time_s"
-
-#: Rows of the figure, in order, with their axis titles. Memory is drawn too: on a host without
-#: power, thermal or clock sensors (a virtual machine) it is the only trace there is.
-KIND_TITLES = {"power": "power [W]", "temperature": "temperature [°C]", "clock": "clock [MHz]",
-               "memory": "memory [MB]"}
-SENSOR_KINDS = ("power", "temperature", "clock")
-_BY_UNIT = {"W": "power", "°C": "temperature", "MHz": "clock", "kHz": "clock", "MB": "memory"}
-_MAXIMA = ("max_mhz", "cpuinfo_max_freq")  # ceilings, not the clock the work got
-_RAPL_ENERGY, _RAPL_WRAP = "/energy_uj", "/max_energy_range_uj"
-_CPU_THROTTLE_TIME = "_throttle_total_time_ms"
-
-
-class Series(NamedTuple):
-    kind: str
-    """A key of :data:`KIND_TITLES`."""
-    name: str
-    """``<probe> <channel>``, e.g. ``nvml power_w``."""
-    time_s: list[float]
-    """Seconds since the trial's first reading."""
-    values: list[float]
-    """In the kind's unit (clocks in MHz)."""
-
-
-class ThrottledInterval(NamedTuple):
-    start_s: float
-    end_s: float
-    reason: str
 
 
 class TrialTraces(NamedTuple):
@@ -144,7 +113,7 @@ def traces_info(trials: pd.DataFrame, objectives: Sequence[str], studies: Sequen
         except SamplesUnreadable as exc:
             notes.append(f"{candidate.key[0]} #{candidate.key[1]}: {exc}")
             continue
-        series, intervals = _trial_series(arrays)
+        series, intervals = trial_series(arrays)
         series, dropped = _cap_per_kind(series, max_series_per_kind)
         capped += dropped
         thinned += sum(len(s.time_s) > max_points for s in series)
@@ -221,29 +190,10 @@ def _empty(reason: str, notes: Sequence[str] = ()) -> TracesInfo:
     return TracesInfo([], [], [], ". ".join(notes) + ("." if notes else ""), reason)
 
 
-def parse_trace_key(key: str) -> tuple[str, str, str | None] | None:
-    """``trace.nvml.power_w [W]`` -> (``nvml``, ``power_w``, ``W``); a time key has unit None;
-    None for a key that is not a trace."""
-    match = _KEY.fullmatch(key)
-    if match is None:
-        return None
-    return match["probe"], match["channel"], match["unit"]
-
-
-def channel_kind(channel: str, unit: str | None) -> str | None:
-    """The row a channel is drawn in, or None when it is not drawn as a line (counters, flags,
-    loads); RAPL energy counters are drawn as the power they imply."""
-    if unit == "uJ" and channel.endswith(_RAPL_ENERGY):
-        return "power"
-    if unit is None or channel.endswith(_MAXIMA):
-        return None
-    return _BY_UNIT.get(unit)
-
-
 def _candidate(key: TrialKey, path: Path) -> _Candidate | None:
     """What a front trial's samples file offers, reading only its time arrays; None without
     traces."""
-    times = load_samples(path, lambda k: k.startswith(TRACE_PREFIX) and k.endswith("." + _TIME))
+    times = load_samples(path, lambda k: k.startswith(TRACE_PREFIX) and k.endswith("." + TIME_CHANNEL))
     if not times:
         return None
     names = sample_keys(path)
@@ -254,127 +204,6 @@ def _candidate(key: TrialKey, path: Path) -> _Candidate | None:
              if np.isfinite(t).any()]
     return _Candidate(key, path, [n for n in names if n.startswith(TRACE_PREFIX)], has_sensors,
                       max(spans, default=0.0))
-
-
-def _trial_series(arrays: dict[str, FloatArray]) -> tuple[list[Series], list[ThrottledInterval]]:
-    """Every drawable channel of one trial's traces, and its throttled intervals."""
-    channels: dict[str, dict[str, tuple[str | None, FloatArray]]] = {}
-    times: dict[str, FloatArray] = {}
-    for key, values in arrays.items():
-        parsed = parse_trace_key(key)
-        if parsed is None:
-            continue
-        probe, channel, unit = parsed
-        if channel == _TIME and unit is None:
-            times[probe] = values
-        else:
-            channels.setdefault(probe, {})[channel] = (unit, values)
-    starts = [float(np.nanmin(t)) for t in times.values() if np.isfinite(t).any()]
-    origin = min(starts, default=0.0)
-    series: list[Series] = []
-    intervals: list[ThrottledInterval] = []
-    for probe in sorted(channels):
-        if probe not in times:
-            continue
-        clock = times[probe] - origin
-        for channel, (unit, values) in sorted(channels[probe].items()):
-            if len(values) != len(clock):
-                continue  # not aligned with its probe's readings: nothing to plot it against
-            kind = channel_kind(channel, unit)
-            if kind == "power" and unit == "uJ":
-                wrap = channels[probe].get(channel.removesuffix(_RAPL_ENERGY) + _RAPL_WRAP)
-                x, y = _counter_power(clock, values, None if wrap is None else wrap[1])
-                name = f"{probe} {channel.removesuffix(_RAPL_ENERGY)} (from energy counter)"
-                series.append(Series(kind, name, x.tolist(), y.tolist()))
-            elif kind is not None:
-                scale = 1e-3 if unit == "kHz" else 1.0
-                series.append(Series(kind, f"{probe} {channel}", clock.tolist(),
-                                     (values * scale).tolist()))
-            intervals += _throttled(channel, unit, clock, values)
-    return series, _merge(intervals)
-
-
-def _counter_power(clock: FloatArray, energy_uj: FloatArray,
-                   wrap_uj: FloatArray | None) -> tuple[FloatArray, FloatArray]:
-    """Watts between consecutive valid readings of a cumulative µJ counter, at their midpoints;
-    a counter that went down wrapped once (adds its range) or, with no range known, is a gap."""
-    valid = np.isfinite(energy_uj) & np.isfinite(clock)
-    t, e = clock[valid], energy_uj[valid]
-    if len(t) < 2:
-        return np.empty(0), np.empty(0)
-    ranges = wrap_uj[np.isfinite(wrap_uj)] if wrap_uj is not None else np.empty(0)
-    delta = np.diff(e)
-    delta = np.where(delta < 0, delta + (ranges[-1] if len(ranges) else np.nan), delta)
-    span = np.diff(t)
-    watts = np.where(span > 0, delta / np.where(span > 0, span, 1.0) / 1e6, np.nan)
-    keep = np.isfinite(watts)
-    return ((t[:-1] + t[1:]) / 2)[keep], watts[keep]
-
-
-def _throttled(channel: str, unit: str | None, clock: FloatArray,
-               values: FloatArray) -> list[ThrottledInterval]:
-    """The intervals a throttle-bearing channel says the device was throttled; [] for others."""
-    if channel == "clock_event_reasons" and unit == "bitmask":
-        return _nvml_throttled(clock, values)
-    if channel.endswith(_CPU_THROTTLE_TIME):
-        scope = "package" if "package_" in channel else "core"
-        return _rising(clock, values, f"cpu thermal throttle ({scope})")
-    if channel.startswith("oc_count."):
-        return _rising(clock, values, "over-current event")
-    if channel.startswith("oc_alarm.") and unit == "flag":
-        return _held(clock, [f"over-current alarm ({channel.removeprefix('oc_alarm.')})"
-                             if math.isfinite(v) and v > 0 else "" for v in values])
-    return []
-
-
-def _nvml_throttled(clock: FloatArray, masks: FloatArray) -> list[ThrottledInterval]:
-    """NVML reports the *current* reasons, so each reading holds until the next; only the
-    reasons that mean throttling (``THROTTLING_REASONS``) count."""
-    # The one table of which NVML bits mean throttling; pure Python, imports no GPU library.
-    from dse.measure.telemetry.nvml_throttle import THROTTLING_REASONS, reason_bits
-
-    bits = reason_bits()
-    reasons = [(name, bits[name]) for name in THROTTLING_REASONS]
-    labels = []
-    for mask in masks:
-        active = [] if not math.isfinite(mask) else [n for n, b in reasons if int(mask) & b]
-        labels.append(", ".join(active))
-    return _held(clock, labels)
-
-
-def _held(clock: FloatArray, labels: Sequence[str]) -> list[ThrottledInterval]:
-    """Runs of equal, non-empty labels, each from its first reading to the next run's first."""
-    out = []
-    start = 0
-    for i in range(1, len(labels) + 1):
-        if i == len(labels) or labels[i] != labels[start]:
-            if labels[start]:
-                end = clock[i] if i < len(labels) else clock[i - 1]
-                out.append(ThrottledInterval(float(clock[start]), float(end), labels[start]))
-            start = i
-    return out
-
-
-def _rising(clock: FloatArray, counter: FloatArray, reason: str) -> list[ThrottledInterval]:
-    """Between two valid readings of a cumulative counter that rose, something was counted."""
-    valid = np.flatnonzero(np.isfinite(counter))
-    return [ThrottledInterval(float(clock[a]), float(clock[b]), reason)
-            for a, b in pairwise(valid) if counter[b] > counter[a]]
-
-
-def _merge(intervals: list[ThrottledInterval]) -> list[ThrottledInterval]:
-    """Same-reason intervals that overlap or touch as one, all sorted by start."""
-    merged: list[ThrottledInterval] = []
-    last: dict[str, int] = {}
-    for interval in sorted(intervals, key=lambda i: (i.start_s, i.end_s, i.reason)):
-        index = last.get(interval.reason)
-        if index is not None and interval.start_s <= merged[index].end_s:
-            previous = merged[index]
-            merged[index] = previous._replace(end_s=max(previous.end_s, interval.end_s))
-        else:
-            last[interval.reason] = len(merged)
-            merged.append(interval)
-    return merged
 
 
 def _cap_per_kind(series: Sequence[Series], cap: int) -> tuple[list[Series], int]:

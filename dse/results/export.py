@@ -60,7 +60,43 @@ def load_campaign(run_dir: Path, storage: CampaignStorage | None = None) -> list
     """Every study of the campaign in ``run_dir``, read-only: the one study of a single-device
     campaign, or one per device profile (``<campaign>@<profile>``), in name order. ``storage``:
     where the study lives (the experiment's ``storage:``); by default what the run folder says
-    (its ``storage.json``; ``study.db`` when it says nothing)."""
+    (its ``storage.json``; ``study.db`` when it says nothing).
+
+    A storage that holds a single study of another name (a run folder renamed) gives that study,
+    except a PostgreSQL database, whose other studies are other campaigns'.
+
+    Args:
+        run_dir: The campaign's run folder; its name is the campaign's.
+        storage: Where the study lives; by default what the run folder says.
+
+    Returns:
+        The campaign's studies, read-only, in name order.
+
+    Raises:
+        DseError: When the storage holds no study (no file, an empty or damaged one, a database
+            without one), none of this campaign, or cannot be read (one line naming it).
+
+    Examples:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> import optuna
+        >>> from dse import load_campaign
+        >>> run_dir = Path(tempfile.mkdtemp()) / "demo"
+        >>> run_dir.mkdir()
+        >>> study = optuna.create_study(study_name="demo",
+        ...                             storage=f"sqlite:///{run_dir / 'study.db'}")
+        >>> study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=3)
+        >>> [(s.study_name, len(s.trials)) for s in load_campaign(run_dir)]
+        [('demo', 3)]
+        >>> from dse import DseError
+        >>> try:
+        ...     load_campaign(run_dir.parent / "never-run")
+        ... except DseError as exc:
+        ...     print("no study database" in str(exc))
+        True
+        >>> import shutil
+        >>> shutil.rmtree(run_dir.parent)
+    """
     chosen = _storage(run_dir, storage)
     # Optuna would create an empty database where none is; a damaged one would surface as an
     # SQLAlchemy traceback: both are said in one line first.

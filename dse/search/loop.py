@@ -11,11 +11,8 @@ and, where they apply, ``reused_from``, ``samples_file``, ``device_seconds`` and
 from __future__ import annotations
 
 import itertools
-import math
 import signal
-import threading
-from collections.abc import Callable, Collection, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -24,15 +21,15 @@ import numpy as np
 
 from dse.atomic import atomic_write
 from dse.candidate import Candidate
-from dse.columns import blocks_front
 from dse.exceptions import DseError, Terminated
 from dse.farm.dispatcher import Done, Job
 from dse.farm.isolation import NodeLock, current_node_id
 from dse.measurement import Measurement
-from dse.metrics import current_metric_keys, is_measured
+from dse.search.device_search import DeviceSearch, KnownResult
+from dse.search.interrupts import StickyInterrupt
 from dse.search.screening import FrontTracker, fidelity_attrs, screening_request
 from dse.search.space import suggest_candidate
-from dse.spec import Experiment, HardwareProfile
+from dse.spec import Experiment
 
 if TYPE_CHECKING:
     import optuna
@@ -75,97 +72,12 @@ ProgressCallback = Callable[[TrialOutcome], None]
 
 
 @dataclass
-class _Known:
-    """An earlier result that an identical candidate reuses instead of being measured again."""
-
-    number: int
-    status: str
-    reason: str
-    metrics: dict[str, float]
-    missing: dict[str, str]
-    quality: str | None = None
-
-
-@dataclass
 class _Pending:
     """A trial handed to the farm (or waiting on an identical candidate that is)."""
 
     profile: str
     trial: optuna.Trial
     candidate: Candidate
-
-
-class _DeviceSearch:
-    """The study of one device profile and what it has learnt so far."""
-
-    def __init__(self, profile: HardwareProfile, study: optuna.Study,
-                 tracker: FrontTracker | None) -> None:
-        self.profile = profile
-        self.study = study
-        self.completed = 0
-        self.known: dict[str, _Known] = {}
-        # The fully measured front that screening compares with (None: no screening here).
-        self.tracker = tracker
-
-
-class _StickyInterrupt:
-    """Ctrl-C that cannot be lost. Python drops an exception raised inside a finaliser or a weakref
-    callback (it prints "Exception ignored in ..."), so a SIGINT that lands while one runs (the
-    database layer has some) would be forgotten and the run would go on. The handler records the
-    interrupt as well as raising it, and the loop checks the record on every turn.
-
-    SIGTERM and SIGHUP are handled the same way (raising :class:`~dse.exceptions.Terminated`):
-    Ray's driver handler would otherwise turn SIGTERM into ``sys.exit`` mid-trial and abort on the
-    way out. Installed only in the main thread, and only over Python's default handler or Ray's
-    (never over one the caller set)."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-    def __init__(self) -> None:
-        self.seen: KeyboardInterrupt | None = None
-        self._previous: dict[int, Any] = {}
-        self._deferring = 0
-
-    def __enter__(self) -> _StickyInterrupt:
-        if threading.current_thread() is not threading.main_thread():
-            return self
-        for signum in self.SIGNALS:
-            if _replaceable(signal.getsignal(signum)):
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def _handle(self, signum: int, frame: object) -> None:
-        self.seen = KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
-        if not self._deferring:
-            raise self.seen
-
-    def check(self) -> None:
-        if self.seen is not None:
-            raise self.seen
-
-    @contextmanager
-    def deferred(self) -> Iterator[None]:
-        """Hold an interrupt back until the block is done (then raise it): a trial is created
-        and recorded as this run's in one step, so an interrupt never leaves one RUNNING that
-        the run does not know it owns."""
-        self._deferring += 1
-        try:
-            yield
-        finally:
-            self._deferring -= 1
-        if not self._deferring:
-            self.check()
-
-    def __exit__(self, *exc: object) -> None:
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
-
-
-def _replaceable(handler: Any) -> bool:
-    """Python's defaults, and Ray's driver handler; not a handler the caller installed."""
-    if handler in (signal.default_int_handler, signal.SIG_DFL):
-        return True
-    return str(getattr(handler, "__module__", "")).startswith("ray.")
 
 
 class SearchLoop:
@@ -192,9 +104,11 @@ class SearchLoop:
         self.measurement = experiment.spec.measurement.for_metrics(
             self.objectives + [c.metric for c in self.space.constraints])
         # Screening saves device time; an evaluator or replay table spends none.
-        self.searches = {p.name: _DeviceSearch(p, studies[p.name], FrontTracker(
-            self.objectives, self.space.constraints) if self.screening.enabled
-            and p.name not in self.evaluated else None) for p in experiment.devices}
+        self.searches = {p.name: DeviceSearch(
+            p, studies[p.name], FrontTracker(self.objectives, self.space.constraints)
+            if self.screening.enabled and p.name not in self.evaluated else None,
+            self.objectives, self.space.constraints, self.measurement.non_ok_on_front)
+            for p in experiment.devices}
         self.dispatcher = dispatcher
         self.run_dir = run_dir
         self.on_trial = on_trial
@@ -209,7 +123,7 @@ class SearchLoop:
         self.lease_check = lease_check or (lambda: None)
         # Every trial this run created, by profile: an interrupt fails those still RUNNING.
         self.asked: dict[str, set[int]] = {}
-        self._interrupts = _StickyInterrupt()  # not installed: the run installs its own
+        self._interrupts = StickyInterrupt()  # not installed: the run installs its own
         self.node_lock = NodeLock(current_node_id())
 
     @property
@@ -217,91 +131,9 @@ class SearchLoop:
         """The study of a single-device campaign."""
         return next(iter(self.searches.values())).study
 
-    # -- bookkeeping -------------------------------------------------------------------------
-
-    def _recover(self, search: _DeviceSearch) -> None:
-        """Learn earlier results; fail trials a dead driver left running and re-queue them once,
-        and re-queue once the candidates an interrupt or a crash stopped mid-measurement."""
-        import optuna
-        from optuna.trial import TrialState
-
-        study = search.study
-        for frozen in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
-            attrs = frozen.user_attrs
-            if frozen.state == TrialState.RUNNING:
-                trial = optuna.trial.Trial(study, frozen._trial_id)
-                trial.set_user_attr("status", "failed")
-                trial.set_user_attr("reason", "the driver stopped while this trial ran")
-                trial.set_user_attr("interrupted", True)
-                study.tell(frozen.number, state=TrialState.FAIL)
-                self._requeue_once(study, frozen)
-            elif attrs.get("interrupted"):
-                # Never measured to the end: no result to reuse, so measure it again (once).
-                self._requeue_once(study, frozen)
-            elif "candidate_id" in attrs and "status" in attrs:
-                # A trial written before a metric was renamed holds its former name.
-                metrics = current_metric_keys(attrs.get("metrics") or {})
-                known = search.known.get(attrs["candidate_id"])
-                # A later success replaces an earlier failure of the same candidate.
-                if known is None or (known.status != "ok" and attrs["status"] == "ok"):
-                    search.known[attrs["candidate_id"]] = _Known(
-                        frozen.number, attrs["status"], attrs.get("reason", ""), metrics,
-                        current_metric_keys(attrs.get("missing") or {}),
-                        attrs.get("measurement_quality"))
-                if (search.tracker is not None and frozen.state == TrialState.COMPLETE
-                        and attrs["status"] == "ok" and "reused_from" not in attrs
-                        and attrs.get("fidelity") != "screen"
-                        and self._front_eligible(attrs.get("measurement_quality"))):
-                    search.tracker.add(frozen.number, metrics)
-        search.completed = sum(t.state == TrialState.COMPLETE
-                               for t in study.get_trials(deepcopy=False))
-
-    def _front_eligible(self, quality: str | None) -> bool:
-        """Whether a measurement of this quality may be on the front (and so screen others)."""
-        return not blocks_front(quality, self.measurement.non_ok_on_front)
-
-    @staticmethod
-    def _requeue_once(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> None:
-        if "requeued_from" in frozen.user_attrs or not frozen.params:
-            return
-        requeued = {t.user_attrs.get("requeued_from") for t in study.get_trials(deepcopy=False)}
-        if frozen.number not in requeued:
-            study.enqueue_trial(frozen.params, user_attrs={"requeued_from": frozen.number})
-
     # -- one trial ---------------------------------------------------------------------------
 
-    def _record(self, search: _DeviceSearch, trial: optuna.Trial, status: str, reason: str,
-                metrics: dict[str, float], missing: dict[str, str],
-                quality: str | None) -> tuple[str, str]:
-        """Store the result on the trial and tell Optuna; returns the final status and reason
-        (an ok measurement without a value for an objective or constrained metric becomes
-        failed; a metric's defined infinitely bad value, as a proxy's -inf, is a value)."""
-        from optuna.trial import TrialState
-
-        if status == "ok":
-            absent = [m for m in self.objectives + [c.metric for c in self.space.constraints]
-                      if not is_measured(m, metrics.get(m, math.nan))]
-            if absent:
-                status = "failed"
-                reason = "; ".join(f"{m} not measured: {missing.get(m, 'no value')}"
-                                   for m in absent)
-        trial.set_user_attr("status", status)
-        trial.set_user_attr("reason", reason)
-        if status == "ok" and quality is not None:
-            # A measurement that is not clean stays in the study and the tables, shown apart,
-            # and (unless measurement.non_ok_on_front) off the reported front.
-            trial.set_user_attr("measurement_quality", quality)
-        trial.set_user_attr("metrics", metrics)
-        trial.set_user_attr("missing", missing)
-        if status != "ok":
-            search.study.tell(trial, state=TrialState.FAIL)
-            return status, reason
-        for constraint in self.space.constraints:
-            trial.set_constraint(str(constraint), constraint.violation(metrics[constraint.metric]))
-        search.study.tell(trial, [metrics[m] for m in self.objectives])
-        return status, reason
-
-    def _save_samples(self, search: _DeviceSearch, number: int,
+    def _save_samples(self, search: DeviceSearch, number: int,
                       measurement: Measurement) -> str | None:
         if not measurement.samples:
             return None
@@ -320,7 +152,7 @@ class SearchLoop:
         atomic_write(target, write)
         return str(target.relative_to(self.run_dir))
 
-    def _ask(self, search: _DeviceSearch) -> None:
+    def _ask(self, search: DeviceSearch) -> None:
         """Ask the profile's study for one candidate: reuse a known result, follow an identical
         candidate in flight, or hand it to the farm."""
         with self._interrupts.deferred():
@@ -347,12 +179,12 @@ class SearchLoop:
                                        self.experiment.spec.budget.trial_timeout_s,
                                        screening=screening))
 
-    def _finish_reused(self, key: int, known: _Known) -> None:
+    def _finish_reused(self, key: int, known: KnownResult) -> None:
         pending = self.pending.pop(key)
         search = self.searches[pending.profile]
         pending.trial.set_user_attr("reused_from", known.number)
-        status, reason = self._record(search, pending.trial, known.status, known.reason,
-                                      known.metrics, known.missing, known.quality)
+        status, reason = search.record(pending.trial, known.status, known.reason,
+                                       known.metrics, known.missing, known.quality)
         self._outcome(search, pending, status, reason, known.metrics, known.number,
                       quality=known.quality)
 
@@ -370,14 +202,14 @@ class SearchLoop:
         for name, value in fidelity.items():
             trial.set_user_attr(name, value)
         quality = measurement.provenance.get("measurement_quality")
-        status, reason = self._record(search, trial, measurement.status, measurement.reason,
-                                      measurement.metrics, measurement.missing, quality)
+        status, reason = search.record(trial, measurement.status, measurement.reason,
+                                       measurement.metrics, measurement.missing, quality)
         if (search.tracker is not None and status == "ok"
                 and fidelity.get("fidelity") != "screen"
-                and self._front_eligible(quality)):
+                and search.front_eligible(quality)):
             search.tracker.add(trial.number, measurement.metrics)
-        known = _Known(trial.number, status, reason, measurement.metrics, measurement.missing,
-                       quality)
+        known = KnownResult(trial.number, status, reason, measurement.metrics,
+                            measurement.missing, quality)
         search.known[pending.candidate.candidate_id] = known
         self._outcome(search, pending, status, reason, measurement.metrics, None,
                       fidelity.get("fidelity"), quality)
@@ -385,7 +217,7 @@ class SearchLoop:
             key = next(k for k, v in self.pending.items() if v is follower)
             self._finish_reused(key, known)
 
-    def _outcome(self, search: _DeviceSearch, pending: _Pending, status: str, reason: str,
+    def _outcome(self, search: DeviceSearch, pending: _Pending, status: str, reason: str,
                  metrics: dict[str, float], reused: int | None,
                  fidelity: str | None = None, quality: str | None = None) -> None:
         if status == "ok":
@@ -402,7 +234,7 @@ class SearchLoop:
 
     # -- the loop ----------------------------------------------------------------------------
 
-    def _to_ask(self, search: _DeviceSearch) -> int:
+    def _to_ask(self, search: DeviceSearch) -> int:
         """How many new trials the profile's study should start now."""
         budget = self.experiment.spec.budget.trials
         running = sum(p.profile == search.profile.name for p in self.pending.values())
@@ -420,16 +252,16 @@ class SearchLoop:
         """
         from dse.storage.write_failure import RESUME_ADVICE, refused_writes_as_errors
 
-        with _StickyInterrupt() as interrupts, refused_writes_as_errors(self.run_dir, RESUME_ADVICE):
+        with StickyInterrupt() as interrupts, refused_writes_as_errors(self.run_dir, RESUME_ADVICE):
             self._interrupts = interrupts
             self._run(interrupts)
 
-    def _run(self, interrupts: _StickyInterrupt) -> None:
+    def _run(self, interrupts: StickyInterrupt) -> None:
         budget = self.experiment.spec.budget
         try:
             with self.node_lock.shared():
                 for search in self.searches.values():
-                    self._recover(search)
+                    search.recover()
             self.dispatcher.start()
             while any(s.completed < budget.trials for s in self.searches.values()):
                 interrupts.check()

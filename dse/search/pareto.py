@@ -17,6 +17,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from dse.columns import competing_mask, metric_column
+from dse.dominance import exclusive_volume, insert_nondominated, nondominated, undominated, volume
 from dse.metrics import Direction, metric
 
 FloatArray = npt.NDArray[np.float64]
@@ -38,9 +39,31 @@ def pareto_mask(values: npt.ArrayLike, objectives: Sequence[str]) -> npt.NDArray
     ``values`` has one row per candidate and one column per objective, in the order of
     ``objectives``; directions come from the metrics table. Rows with a NaN are never on the front.
     Duplicates of a front point are all kept (neither dominates the other).
+
+    Args:
+        values: One row per candidate, one column per objective, in metric units.
+        objectives: The metric names of the columns (built-in or declared).
+
+    Returns:
+        One boolean per row: True where no other row dominates it.
+
+    Raises:
+        ValueError: When ``objectives`` is empty or ``values`` is not one row per point with one
+            column per objective.
+        KeyError: When an objective is no known metric.
+
+    Examples:
+        >>> import numpy as np
+        >>> from dse import pareto_mask
+        >>> values = np.array([[0.9, 2.0],   # accuracy, p50 latency in ms
+        ...                    [0.8, 1.0],
+        ...                    [0.7, 3.0],   # worse than both others in both
+        ...                    [0.8, np.nan]])
+        >>> pareto_mask(values, ["accuracy", "latency_p50_ms"]).tolist()
+        [True, True, False, False]
     """
     points = _as_minimization(values, objectives)
-    return _undominated(points, points, points)
+    return undominated(points, points, points)
 
 
 def noise_aware_mask(values: npt.ArrayLike, lows: npt.ArrayLike, highs: npt.ArrayLike,
@@ -53,6 +76,32 @@ def noise_aware_mask(values: npt.ArrayLike, lows: npt.ArrayLike, highs: npt.Arra
     as B's optimistic end in every objective and better in one. Such an A also dominates B
     strictly, so this front always holds the strict front of :func:`pareto_mask`. A bound on the
     wrong side of its value is read as the value (the interval is widened to hold it).
+
+    Args:
+        values: One row per candidate, one column per objective, in metric units.
+        lows: The lower CI bound of each value (NaN: none).
+        highs: The upper CI bound of each value (NaN: none).
+        objectives: The metric names of the columns (built-in or declared).
+
+    Returns:
+        One boolean per row: True where no other row dominates it beyond the noise.
+
+    Raises:
+        ValueError: When ``objectives`` is empty, ``values`` is not one row per point with one
+            column per objective, or ``lows`` or ``highs`` has another shape.
+        KeyError: When an objective is no known metric.
+
+    Examples:
+        >>> import numpy as np
+        >>> from dse import noise_aware_mask, pareto_mask
+        >>> objectives = ["latency_p50_ms", "accuracy"]
+        >>> values = np.array([[1.0, 0.9], [1.05, 0.9]])  # 5% slower, equally accurate
+        >>> lows = np.array([[0.9, np.nan], [1.0, np.nan]])  # accuracy has no interval
+        >>> highs = np.array([[1.1, np.nan], [1.1, np.nan]])
+        >>> pareto_mask(values, objectives).tolist()
+        [True, False]
+        >>> noise_aware_mask(values, lows, highs, objectives).tolist()  # within the noise
+        [True, True]
     """
     points = _as_minimization(values, objectives)
     bounds = [_as_minimization(b, objectives) for b in (lows, highs)]
@@ -64,7 +113,7 @@ def noise_aware_mask(values: npt.ArrayLike, lows: npt.ArrayLike, highs: npt.Arra
     # skip NaN, so a missing bound leaves the value itself.
     pessimistic = np.fmax(points, np.fmax(*bounds))
     optimistic = np.fmin(points, np.fmin(*bounds))
-    return _undominated(points, pessimistic, optimistic)
+    return undominated(points, pessimistic, optimistic)
 
 
 def hypervolume(points: npt.ArrayLike, objectives: Sequence[str],
@@ -76,12 +125,32 @@ def hypervolume(points: npt.ArrayLike, objectives: Sequence[str],
     than the reference in every objective; rows with a NaN contribute nothing. Exact for any
     number of objectives: a sweep in 2-D, slicing along the last objective above that (cost grows
     as n^(d-1), fine for the fronts of 2 to 4 objectives a campaign produces).
+
+    Args:
+        points: One row per design, one column per objective, in metric units.
+        objectives: The metric names of the columns (built-in or declared).
+        reference: One finite value per objective, in metric units.
+
+    Returns:
+        The dominated volume, in the product of the objectives' units (0.0 when no point lies
+        inside the reference).
+
+    Raises:
+        ValueError: When ``objectives`` is empty, ``points`` is not one row per point with one
+            column per objective, or ``reference`` is not one finite value per objective.
+        KeyError: When an objective is no known metric.
+
+    Examples:
+        >>> from dse import hypervolume
+        >>> points = [[1.0, 0.9], [2.0, 0.95]]  # p50 latency in ms, accuracy
+        >>> round(hypervolume(points, ["latency_p50_ms", "accuracy"], reference=[3.0, 0.5]), 6)
+        0.85
     """
     minimized = _as_minimization(points, objectives)
     bound = _reference_as_minimization(reference, objectives)
     inside = minimized[np.all(minimized < bound, axis=1)]  # NaN compares False: left out too
     # The 2-D sweep skips dominated points by itself; slicing wants them gone first.
-    return _volume(inside if len(objectives) <= 2 else _nondominated(inside), bound)
+    return volume(inside if len(objectives) <= 2 else nondominated(inside), bound)
 
 
 def default_reference(trials: pd.DataFrame | npt.ArrayLike,
@@ -98,6 +167,19 @@ def default_reference(trials: pd.DataFrame | npt.ArrayLike,
 
     A multi-device frame gives one reference for all devices, which keeps their hypervolumes
     comparable; pass one device's rows for a reference of its own.
+
+    Args:
+        trials: A trials table (:func:`dse.results.trials_frame`), or an array of one row per
+            point and one column per objective, in metric units.
+        objectives: The metric names of the objectives (built-in or declared).
+
+    Returns:
+        One value per objective, in metric units.
+
+    Raises:
+        ValueError: When no competing trial (no NaN-free row) has a finite value of each
+            objective, or the array's shape does not fit ``objectives``.
+        KeyError: When an objective is no known metric.
     """
     if isinstance(trials, pd.DataFrame):
         values = _frame_values(trials[_competing(trials)], objectives)
@@ -124,6 +206,27 @@ def hypervolume_history(trials: pd.DataFrame | npt.ArrayLike, objectives: Sequen
     rows taken in ``trial`` order; only competing trials (state COMPLETE, status ok, feasible, not
     a reuse) can grow the front, every other row repeats the value before it. An array gives one
     value per row, every NaN-free row competing. The list never decreases.
+
+    Args:
+        trials: One device's trials table, or an array of one row per point and one column per
+            objective, in metric units.
+        objectives: The metric names of the objectives (built-in or declared).
+        reference: One finite value per objective, in metric units.
+
+    Returns:
+        The hypervolume after each row (each trial, in ``trial`` order for a table).
+
+    Raises:
+        ValueError: When the table holds several devices' trials, the values' shape does not
+            fit ``objectives``, or ``reference`` is not one finite value per objective.
+        KeyError: When an objective is no known metric.
+
+    Examples:
+        >>> from dse import hypervolume_history
+        >>> points = [[2.0, 0.95], [2.5, 0.6], [1.0, 0.9]]  # the second adds nothing
+        >>> history = hypervolume_history(points, ["latency_p50_ms", "accuracy"], [3.0, 0.5])
+        >>> [round(v, 6) for v in history]
+        [0.45, 0.45, 0.85]
     """
     if isinstance(trials, pd.DataFrame):
         _check_one_device(trials)
@@ -142,8 +245,8 @@ def hypervolume_history(trials: pd.DataFrame | npt.ArrayLike, objectives: Sequen
     for point, competes in zip(points, competing, strict=True):
         # Only a point inside the reference and not already covered changes the volume.
         if competes and np.all(point < bound) and not np.any(np.all(front <= point, axis=1)):
-            current += _exclusive_volume(point, front, bound)
-            front = _insert_nondominated(front, point)
+            current += exclusive_volume(point, front, bound)
+            front = insert_nondominated(front, point)
         history.append(current)
     return history
 
@@ -157,6 +260,31 @@ def pareto_front(trials: pd.DataFrame, objectives: Sequence[str], *,
     dominate; rows missing an objective value are left out, and an objective no trial measured
     gives an empty front. ``noise_aware=True`` uses :func:`noise_aware_mask` with the bounds of
     :data:`CI_COLUMNS` (an absent bound column counts as exact), a superset of the strict front.
+
+    Args:
+        trials: A trials table (:func:`dse.results.trials_frame`): ``trial``, ``device``,
+            ``state``, ``status``, ``feasible`` and one column per metric (``name [unit]``).
+        objectives: The metric names of the objectives (built-in or declared).
+        noise_aware: Keep the rows no other row dominates beyond their CIs.
+
+    Returns:
+        The front's rows, with a fresh index; no rows when an objective has no column.
+
+    Raises:
+        KeyError: When ``trials`` has every objective's column but lacks the ``state``,
+            ``status``, ``feasible``, ``device`` or ``trial`` column, or an objective with a
+            column is no known metric.
+
+    Examples:
+        >>> import pandas as pd
+        >>> from dse import pareto_front
+        >>> trials = pd.DataFrame({
+        ...     "trial": [0, 1, 2, 3], "device": "local-cpu", "state": "COMPLETE",
+        ...     "status": ["ok", "ok", "ok", "failed"], "feasible": [True, True, True, False],
+        ...     "accuracy [fraction]": [0.9, 0.8, 0.7, None],
+        ...     "latency_p50_ms [ms]": [2.0, 1.0, 3.0, None]})
+        >>> pareto_front(trials, ["latency_p50_ms", "accuracy"])["trial"].tolist()
+        [1, 0]
     """
     columns = [_column(name) for name in objectives]
     if any(column not in trials.columns for column in columns):
@@ -205,94 +333,6 @@ def _reference_as_minimization(reference: npt.ArrayLike,
                          f"({', '.join(objectives)}), but got {np.ravel(reference).tolist()}")
     flipped: FloatArray = bound * _signs(objectives)
     return flipped
-
-
-def _undominated(points: FloatArray, pessimistic: FloatArray,
-                 optimistic: FloatArray) -> npt.NDArray[np.bool_]:
-    """Rows of ``points`` (minimised) that no row dominates, comparing the dominating row's
-    ``pessimistic`` ends with the dominated row's ``optimistic`` ends; NaN rows are never kept."""
-    mask = np.zeros(len(points), dtype=bool)
-    candidates = np.flatnonzero(~np.isnan(points).any(axis=1))
-    if not len(candidates):
-        return mask
-    # Whatever a row's pessimistic ends dominate, the non-dominated set of those ends dominates
-    # too (dominance is transitive, strictness included), and that set is small: compare every
-    # row with it alone. Row by row against every row took 6.6 s for 10,000 trials.
-    dominators = _nondominated(pessimistic[candidates])
-    block = max(1, _BLOCK_CELLS // max(1, dominators.size))
-    for first in range(0, len(candidates), block):
-        rows = candidates[first:first + block]
-        targets = optimistic[rows][:, np.newaxis, :]
-        dominated = (np.all(dominators <= targets, axis=2)
-                     & np.any(dominators < targets, axis=2)).any(axis=1)
-        mask[rows] = ~dominated
-    return mask
-
-
-# Cells of the comparison arrays per block (~8 MB of booleans).
-_BLOCK_CELLS = 8_000_000
-
-
-def _nondominated(points: FloatArray) -> FloatArray:
-    """The distinct non-dominated rows of NaN-free minimised ``points``."""
-    distinct = np.unique(points, axis=0)
-    front = np.empty_like(distinct)
-    size = 0
-    # In lexicographic order (np.unique's), whatever dominates a point comes before it, so one
-    # pass that skips covered points leaves exactly the front.
-    for point in distinct:
-        if not np.any(np.all(front[:size] <= point, axis=1)):
-            front[size] = point
-            size += 1
-    return front[:size]
-
-
-def _insert_nondominated(front: FloatArray, point: FloatArray) -> FloatArray:
-    """``front`` with ``point`` added and the rows it dominates dropped (point not covered)."""
-    kept = front[~np.all(point <= front, axis=1)]
-    return np.vstack([kept, point])
-
-
-def _volume(front: FloatArray, reference: FloatArray) -> float:
-    """Exact hypervolume of minimised points that all lie strictly inside ``reference``; from 3
-    objectives on they must be mutually non-dominated (the 2-D sweep skips dominated ones)."""
-    count, dims = front.shape
-    if count == 0:
-        return 0.0
-    if dims == 1:
-        return float(reference[0] - front[:, 0].min())
-    if dims == 2:
-        return _sweep_2d(front, reference)
-    # Slice along the last objective: between two consecutive values of it, the dominated
-    # region's cross-section is the (d-1)-dimensional volume of the points passed so far.
-    front = front[np.argsort(front[:, -1], kind="stable")]
-    tops = np.append(front[1:, -1], reference[-1])
-    section = np.empty((0, dims - 1))
-    total = 0.0
-    for point, top in zip(front, tops, strict=True):
-        if not np.any(np.all(section <= point[:-1], axis=1)):
-            section = _insert_nondominated(section, point[:-1])
-        depth = top - point[-1]
-        if depth > 0:
-            total += depth * _volume(section, reference[:-1])
-    return total
-
-
-def _exclusive_volume(point: FloatArray, front: FloatArray, reference: FloatArray) -> float:
-    """What ``point`` adds to ``front``'s volume: its box less the part already covered, which is
-    the volume of the front clipped to the box (each row raised to at least ``point``)."""
-    covered = _nondominated(np.maximum(front, point)) if len(front) else front
-    return float(np.prod(reference - point)) - _volume(covered, reference)
-
-
-def _sweep_2d(front: FloatArray, reference: FloatArray) -> float:
-    """Area under the staircase: sorted by the first objective, each point adds the strip between
-    its second value and the lowest second value seen before it."""
-    order = np.lexsort((front[:, 1], front[:, 0]))
-    first, second = front[order, 0], front[order, 1]
-    lowest = np.minimum.accumulate(second)
-    previous = np.concatenate(([reference[1]], lowest[:-1]))
-    return float(np.sum((reference[0] - first) * (previous - lowest)))
 
 
 def _column(name: str) -> str:

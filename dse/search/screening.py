@@ -2,8 +2,8 @@
 
 With ``search.screening.enabled`` every candidate a device measures is first timed briefly; the
 full protocol follows only when it could still enter the device's front (successive halving with
-one cut, decided on the device: see :class:`dse.farm.dispatcher.Screening` and
-``dse.farm.worker.screening_verdict``). The driver keeps, per device, the fully measured feasible
+one cut, decided on the device: see :class:`dse.farm.screening.Screening` and
+``dse.farm.screening.screening_verdict``). The driver keeps, per device, the fully measured feasible
 trials (:class:`FrontTracker`) and hands each job a snapshot of their noise-aware front, each
 point at its pessimistic end.
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from dse.farm.dispatcher import FrontPoint, Screening
+from dse.farm.screening import FrontPoint, Screening
 from dse.metrics import Direction, is_measured, metric
 from dse.search.pareto import CI_COLUMNS, noise_aware_mask
 from dse.spec.models import ConstraintSpec, ScreeningSpec

@@ -9,7 +9,7 @@ what is fast and accurate on one device is often so on another. They are queued
 any other trial.
 
 Only what the new device can run is queued, planned by the baseline's own machinery
-(:func:`dse.search.study.plan_baseline`): the space's values and conditions, the profile's
+(:func:`dse.search.baseline_plan.plan_baseline`): the space's values and conditions, the profile's
 backends and precisions and, for a device the farm measures, the capability table. What is left
 out is logged with the reason and kept in the study attribute ``warm_start``.
 """
@@ -27,8 +27,8 @@ from pydantic import ValidationError
 from dse.candidate import Candidate
 from dse.exceptions import SpecError
 from dse.metrics import current_constraint_text, current_metric_name
+from dse.search.baseline_plan import baseline_problems, plan_baseline
 from dse.search.pareto import pareto_mask
-from dse.search.study import baseline_problems, plan_baseline
 from dse.spec.models import BaselineSpec, HardwareProfile, SearchSpace, WarmStartSpec
 
 if TYPE_CHECKING:

@@ -241,6 +241,7 @@ def load_experiment_files(path: Path) -> Experiment:
     if space is not None and not problems:
         problems.extend(_cross_check(path, space, devices))
         problems.extend(_percentile_check(path, spec, space))
+        problems.extend(_timer_check(path, spec, devices))
     problems.extend(_folder_problems(path, spec))
     problems.extend(_storage_problems(path, spec))
     if problems:
@@ -267,10 +268,20 @@ def _cross_check(path: Path, space: SearchSpace, devices: list[HardwareProfile])
     return problems
 
 
+def _timer_check(path: Path, spec: ExperimentSpec, devices: list[HardwareProfile]) -> list[str]:
+    """CUDA events time only on a CUDA device (a Jetson's GPU included)."""
+    if spec.measurement.timer != "cuda":
+        return []
+    return [f"{path}: measurement.timer: cuda times with CUDA events, and devices[{index}] "
+            f"({device.name!r}) is a {device.kind} device; allowed: host, or cuda with only "
+            f"cuda and jetson devices"
+            for index, device in enumerate(devices) if device.kind not in ("cuda", "jetson")]
+
+
 def _percentile_check(path: Path, spec: ExperimentSpec, space: SearchSpace) -> list[str]:
     """A latency percentile that an objective or constraint uses needs enough samples for its
     confidence interval, and max_iters must allow them."""
-    from dse.measure.stats import percentile_quantile, samples_for_ci
+    from dse.order_statistics import percentile_quantile, samples_for_ci
 
     metrics = [o.metric for o in space.objectives] + [c.metric for c in space.constraints]
     measure = spec.measurement.for_metrics(metrics)

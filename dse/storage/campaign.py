@@ -84,7 +84,35 @@ def _kind_of(setting: str) -> StorageKind:
 @dataclass(frozen=True)
 class CampaignStorage:
     """The storage of one campaign: ``kind``, its run folder, the setting as the experiment
-    writes it, and (PostgreSQL) the resolved URL, driver included."""
+    writes it, and (PostgreSQL) the resolved URL, driver included.
+
+    Made by :meth:`from_setting` (an experiment's ``storage:``), :meth:`of_run_folder` (what a
+    run folder recorded) or :meth:`sqlite`.
+
+    Attributes:
+        kind: ``sqlite``, ``journal`` or ``postgresql``.
+        run_dir: The campaign's run folder.
+        setting: The ``storage:`` setting as the experiment writes it.
+        url: The resolved SQLAlchemy URL, driver included (PostgreSQL only; else empty).
+
+    Examples:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> from dse import CampaignStorage, DseError
+        >>> run_dir = Path(tempfile.mkdtemp()) / "demo"
+        >>> storage = CampaignStorage.from_setting("journal", run_dir, where="demo.yaml: storage")
+        >>> storage.kind, storage.path.name, storage.lease_url.endswith("lease.db")
+        ('journal', 'study.journal', True)
+        >>> CampaignStorage.of_run_folder(run_dir).kind  # nothing recorded yet: SQLite
+        'sqlite'
+        >>> try:
+        ...     CampaignStorage.from_setting("postgresql://me:secret@db/dse", run_dir,
+        ...                                  where="demo.yaml: storage")
+        ... except DseError as exc:
+        ...     print(exc)
+        demo.yaml: storage: a password written in the experiment is readable by anyone ...
+        >>> run_dir.parent.rmdir()
+    """
 
     kind: StorageKind
     run_dir: Path
@@ -95,12 +123,26 @@ class CampaignStorage:
 
     @classmethod
     def sqlite(cls, run_dir: Path) -> CampaignStorage:
+        """SQLite's ``study.db`` in ``run_dir`` (the default storage)."""
         return cls("sqlite", run_dir)
 
     @classmethod
     def from_setting(cls, setting: str, run_dir: Path, *, where: str) -> CampaignStorage:
         """The storage ``setting`` names (an ``env:NAME`` read now); DseError naming ``where``
-        (the experiment's field) when it cannot be used."""
+        (the experiment's field) when it cannot be used.
+
+        Args:
+            setting: One of :data:`STORAGE_FORMS`.
+            run_dir: The campaign's run folder.
+            where: The setting's place, for messages (``<experiment>: storage``).
+
+        Returns:
+            The storage.
+
+        Raises:
+            DseError: When the setting is none of the forms allowed, a URL carries a password,
+                or the environment variable of ``env:NAME`` is unset or holds no usable URL.
+        """
         problem = setting_problem(setting)
         if problem is not None:
             raise DseError(f"{where}: {problem}; allowed: {STORAGE_FORMS}")
@@ -121,7 +163,19 @@ class CampaignStorage:
 
     @classmethod
     def of_run_folder(cls, run_dir: Path) -> CampaignStorage:
-        """The storage a run folder says its campaign chose (SQLite when it says nothing)."""
+        """The storage a run folder says its campaign chose (SQLite when it says nothing).
+
+        Args:
+            run_dir: The campaign's run folder.
+
+        Returns:
+            The storage its ``storage.json`` names, else the one whose file the folder holds,
+            else SQLite.
+
+        Raises:
+            DseError: When ``storage.json`` is unreadable, or names a storage that cannot be
+                used.
+        """
         recorded = recorded_setting(run_dir)
         if recorded is None:
             return cls.sqlite(run_dir)

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-import torch
 
 from dse.backends import get_backend
 from dse.build import Artifact
@@ -16,6 +15,8 @@ from dse.spec import HardwareProfile
 
 @pytest.fixture(autouse=True)
 def _keep_torch_threads() -> Iterator[None]:
+    import torch
+
     threads = torch.get_num_threads()
     yield
     torch.set_num_threads(threads)

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-import torch
 
 from dse.backends import BACKENDS, CAPABILITIES, PROVENANCE_KEYS, Backend, Runner
 from dse.build import Artifact
@@ -54,6 +53,8 @@ def runner(combination: tuple[str, str], runner_pool: RunnerFor) -> Runner:
 
 @pytest.fixture(autouse=True)
 def _keep_torch_threads() -> Iterator[None]:
+    import torch
+
     # The torch backends set the process-wide pool on compile; leave it as found for other tests.
     threads = torch.get_num_threads()
     yield

@@ -14,7 +14,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 from dse.backends import Runner, get_backend
@@ -105,6 +104,8 @@ def test_bad_provider_knob(backend: str, knob: str, value: object, wanted: str,
                                                    ("onnxruntime_tensorrt", TENSORRT_PROVIDER)])
 def test_missing_provider_names_what_to_install(backend: str, provider: str,
                                                 fp32_artifacts: dict[str, Artifact]) -> None:
+    import onnxruntime as ort
+
     if provider in ort.get_available_providers():
         pytest.skip(f"this onnxruntime ({installed_onnxruntime()}) has {provider}")
     with pytest.raises(BuildError) as refused:
@@ -125,6 +126,8 @@ def test_gpu_backend_refuses_a_cpu_device(backend: str, fp32_artifacts: dict[str
 
 @pytest.mark.filterwarnings("ignore:Specified provider 'CUDAExecutionProvider' is not in available")
 def test_a_provider_onnxruntime_drops_is_a_build_error(fp32_artifacts: dict[str, Artifact]) -> None:
+    import onnxruntime as ort
+
     if CUDA in ort.get_available_providers():
         pytest.skip(f"this onnxruntime ({installed_onnxruntime()}) has {CUDA}: nothing drops it")
     # The CPU build warns about the unknown provider and runs on the CPU: the silent drop.
@@ -137,6 +140,8 @@ def test_a_provider_onnxruntime_drops_is_a_build_error(fp32_artifacts: dict[str,
 
 
 def test_a_real_session_that_runs_on_the_cpu_is_refused(fp32_artifacts: dict[str, Artifact]) -> None:
+    import onnxruntime as ort
+
     # The Azure provider registers but runs no node: the model silently runs on the CPU provider.
     azure = "AzureExecutionProvider"
     if azure not in ort.get_available_providers():
@@ -306,6 +311,8 @@ def device_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
 
 
 def _require_gpu_provider(backend: str) -> None:
+    import onnxruntime as ort
+
     if not has_cuda():
         pytest.skip(NO_CUDA)
     provider = PROVIDER_OF[backend]

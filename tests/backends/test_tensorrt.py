@@ -326,8 +326,8 @@ def test_second_compile_loads_the_cached_engine(engine_cache: Path, artifact_for
     with backend.compile(artifact_for("tensorrt", "fp32"), {}, CUDA_PROFILE, POOL_BATCH) as again:
         cached = again.describe()
         np.testing.assert_array_equal(again.run(images), logits)
+        # What was loaded, not how fast: a busy GPU host can make a load slower than a build.
         assert again.compile_seconds is not None and first.compile_seconds is not None
-        assert again.compile_seconds < first.compile_seconds
     assert (built["engine_cached"], cached["engine_cached"]) == ("False", "True")
     assert cached["engine_path"] == built["engine_path"]
     assert cached["engine_build_seconds"] == "0.000"

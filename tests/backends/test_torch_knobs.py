@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
-import torch
 
 from dse.backends import get_backend
 from dse.backends.torch_compile import TorchCompileRunner
@@ -26,6 +26,9 @@ from tests.backends._devices import NO_CUDA, has_cuda
 from tests.backends._suite import TOLERANCES, check_runner
 from tests.backends.conftest import COMPARED_IMAGES, POOL_BATCH, TINY, ArtifactFor, RunnerFor
 
+if TYPE_CHECKING:
+    import torch
+
 TORCH_BACKENDS = ["torch", "torch_compile"]
 CUDA_PROFILE = HardwareProfile(name="test-gpu", kind="cuda", backends=["torch", "torch_compile"],
                                precisions=["fp32", "fp16", "bf16"], max_threads=2)
@@ -33,6 +36,8 @@ CUDA_PROFILE = HardwareProfile(name="test-gpu", kind="cuda", backends=["torch", 
 
 @pytest.fixture(autouse=True)
 def _keep_torch_threads() -> Iterator[None]:
+    import torch
+
     threads = torch.get_num_threads()
     yield
     torch.set_num_threads(threads)
@@ -44,6 +49,8 @@ def test_eager_precision_modes_both_run(precision: str, precision_mode: str,
                                         artifact_for: ArtifactFor, cpu_profile: HardwareProfile,
                                         backends_split: DigitsSplit,
                                         reference_logits: np.ndarray) -> None:
+    import torch
+
     artifact = artifact_for("torch", precision)
     with get_backend("torch").compile(artifact, {"precision_mode": precision_mode}, cpu_profile,
                                       POOL_BATCH) as runner:
@@ -105,20 +112,27 @@ def test_compile_time_is_on_the_runner_and_in_describe(precision: str,
     assert info["precision_mode"] == "dtype"
 
 
-class _Unlowerable(torch.nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        raise RuntimeError("no kernel for this operator\n  (a page of inductor detail follows)")
+def _unlowerable() -> torch.nn.Module:
+    import torch
+
+    class _Unlowerable(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("no kernel for this operator\n  (a page of inductor detail follows)")
+
+    return _Unlowerable()
 
 
 def test_compile_failure_is_a_build_error_with_its_first_line(
         cpu_profile: HardwareProfile) -> None:
-    artifact = Artifact("torch", None, "fp32", (1, 8, 8), 0, _Unlowerable())
+    artifact = Artifact("torch", None, "fp32", (1, 8, 8), 0, _unlowerable())
     with pytest.raises(BuildError, match=r"^torch.compile \(mode 'default', fp32\) failed: "
                                          r"RuntimeError: no kernel for this operator$"):
         get_backend("torch_compile").compile(artifact, {}, cpu_profile, 2)
 
 
-@pytest.mark.skipif(has_cuda(), reason="checks the refusal on a machine without CUDA")
+# A string condition: evaluated at setup (before the fixtures), not at collection, which then needs
+# no torch.
+@pytest.mark.skipif("has_cuda()", reason="checks the refusal on a machine without CUDA")
 @pytest.mark.parametrize("backend", TORCH_BACKENDS)
 def test_a_cuda_profile_without_cuda_is_a_build_error(backend: str,
                                                       artifact_for: ArtifactFor) -> None:
@@ -134,6 +148,8 @@ def test_eager_on_the_gpu(precision: str, precision_mode: str, artifact_for: Art
                           backends_split: DigitsSplit, reference_logits: np.ndarray) -> None:
     if not has_cuda():
         pytest.skip(NO_CUDA)
+    import torch
+
     artifact = artifact_for("torch", precision)
     if precision == "bf16" and torch.cuda.get_device_capability() < (8, 0):
         with pytest.raises(BuildError, match=r"needs CUDA compute capability >= 8\.0"):
@@ -151,6 +167,8 @@ def test_eager_on_the_gpu(precision: str, precision_mode: str, artifact_for: Art
 def test_torch_artifact_is_the_fp32_module_sized_at_its_precision(
         precision: str, backends_trained: TrainedModel, backends_split: DigitsSplit,
         tmp_path_factory: pytest.TempPathFactory) -> None:
+    import torch
+
     cache = ArtifactCache(tmp_path_factory.mktemp("sizes"))
     sizes = {}
     for p in ("fp32", precision):

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
-import torch
 
 from dse.build import export_onnx
 from dse.exceptions import BuildError
 from dse.quality import TrainedModel
 from dse.quality.digits import DigitsSplit
+
+if TYPE_CHECKING:
+    import torch
 
 
 def test_the_file_is_valid_and_self_contained(fp32_onnx: Path) -> None:
@@ -36,6 +39,8 @@ def test_input_output_names_and_dynamic_batch(fp32_onnx: Path) -> None:
 
 def test_batch_norms_are_folded_into_the_convs(fp32_onnx: Path,
                                                 build_trained: TrainedModel) -> None:
+    import torch
+
     ops = {node.op_type for node in onnx.load(str(fp32_onnx)).graph.node}
     assert "Conv" in ops
     assert "BatchNormalization" not in ops
@@ -46,6 +51,9 @@ def test_batch_norms_are_folded_into_the_convs(fp32_onnx: Path,
 @pytest.mark.parametrize("batch", [1, 2, 7])
 def test_onnxruntime_reproduces_torch(fp32_onnx: Path, build_trained: TrainedModel,
                                       build_split: DigitsSplit, batch: int) -> None:
+    import onnxruntime as ort
+    import torch
+
     x = build_split.x_test[:batch]
     session = ort.InferenceSession(str(fp32_onnx), providers=["CPUExecutionProvider"])
     (got,) = session.run(["logits"], {"input": x})
@@ -55,26 +63,32 @@ def test_onnxruntime_reproduces_torch(fp32_onnx: Path, build_trained: TrainedMod
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
-@torch.library.custom_op("dse_test::opaque", mutates_args=())
-def _opaque(x: torch.Tensor) -> torch.Tensor:
-    return x.clone()
+@functools.cache
+def _unexportable_class() -> type[torch.nn.Module]:
+    """Registers the test operator ``dse_test::opaque`` (once per process) and returns a module
+    class that calls it."""
+    import torch
 
+    @torch.library.custom_op("dse_test::opaque", mutates_args=(), schema="(Tensor x) -> Tensor")
+    def _opaque(x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
 
-@_opaque.register_fake
-def _(x: torch.Tensor) -> torch.Tensor:
-    return torch.empty_like(x)
+    @_opaque.register_fake
+    def _(x: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(x)
 
+    class _Unexportable(torch.nn.Module):
+        """Calls an operator ONNX has no translation for."""
 
-class _Unexportable(torch.nn.Module):
-    """Calls an operator ONNX has no translation for."""
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            out: torch.Tensor = _opaque(x)
+            return out
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = _opaque(x)
-        return out
+    return _Unexportable
 
 
 def test_export_failure_is_a_build_error(tmp_path: Path) -> None:
     path = tmp_path / "bad.onnx"
     with pytest.raises(BuildError, match=r"ONNX export failed: \w+: .*dse_test.opaque"):
-        export_onnx(_Unexportable(), (1, 8, 8), path)
+        export_onnx(_unexportable_class()(), (1, 8, 8), path)
     assert not path.exists()

@@ -11,11 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
-from onnxruntime.capi.onnxruntime_pybind11_state import Fail, NotImplemented
 
 from dse.build.onnx_precision import ORT_FP8_DISABLED_OPTIMIZERS, convert_float, quantize_fp8
 from dse.exceptions import BuildError
@@ -44,6 +42,8 @@ def fp8_onnx(fp32_onnx: Path, build_split: DigitsSplit,
 
 
 def _ort(path: Path, x: np.ndarray, disabled_optimizers: tuple[str, ...] = ()) -> np.ndarray:
+    import onnxruntime as ort
+
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"],
                                    disabled_optimizers=list(disabled_optimizers))
     result: np.ndarray = session.run(["logits"], {"input": x})[0]
@@ -136,6 +136,9 @@ def test_bf16_logits_stay_close_to_fp32(float_onnx: dict[str, Path], fp32_onnx: 
 def test_ort_cpu_has_no_bf16_conv(float_onnx: dict[str, Path]) -> None:
     """A fact the capability table rests on (ONNX Runtime 1.32, x86): a bf16 graph does not even
     load on the CPU EP. If this starts failing, ORT gained bf16 kernels: update the table."""
+    import onnxruntime as ort
+    from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented
+
     with pytest.raises(NotImplemented, match=r"Could not find an implementation for Conv\(22\)"):
         ort.InferenceSession(str(float_onnx["bf16"]), providers=["CPUExecutionProvider"])
 
@@ -186,6 +189,9 @@ def test_ort_cpu_needs_its_fp8_workaround(fp8_onnx: Path, tmp_path: Path) -> Non
     """ONNX Runtime 1.32's Clip -> QuantizeLinear rewrite fails to load an fp8 graph, and its
     Relu -> QuantizeLinear rewrite silently drops the Relu. If this starts failing, ORT fixed
     them: ORT_FP8_DISABLED_OPTIMIZERS can go."""
+    import onnxruntime as ort
+    from onnxruntime.capi.onnxruntime_pybind11_state import Fail
+
     with pytest.raises(Fail, match="Unexpected data type for QuantizeLinear input y_zero_point"):
         ort.InferenceSession(str(fp8_onnx), providers=["CPUExecutionProvider"])
     relu = tmp_path / "relu.onnx"

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
 
@@ -24,6 +23,8 @@ def int8_onnx(fp32_onnx: Path, build_split: DigitsSplit,
 
 
 def _run(path: Path, x: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     result: np.ndarray = session.run(["logits"], {"input": x})[0]
     return result

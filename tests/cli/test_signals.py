@@ -11,7 +11,7 @@ import optuna
 import pytest
 
 from dse.exceptions import Terminated, interrupt_exit_code
-from dse.search.loop import _StickyInterrupt
+from dse.search.interrupts import StickyInterrupt
 from tests.cli.test_run import _start, read_until_trials
 from tests.conftest import tiny_experiment_text
 
@@ -42,7 +42,7 @@ def test_a_stop_signal_mid_campaign_ends_it_like_ctrl_c(tiny_campaign: Path,
 
 
 def test_sigterm_and_sighup_raise_terminated_and_ctrl_c_stays_a_keyboard_interrupt() -> None:
-    with _StickyInterrupt() as interrupts:
+    with StickyInterrupt() as interrupts:
         with pytest.raises(Terminated) as caught:
             os.kill(os.getpid(), signal.SIGTERM)
         assert caught.value.signum == signal.SIGTERM
@@ -55,7 +55,7 @@ def test_sigterm_and_sighup_raise_terminated_and_ctrl_c_stays_a_keyboard_interru
 
 def test_an_interrupt_inside_a_deferred_block_is_raised_when_it_ends() -> None:
     reached_end = False
-    with _StickyInterrupt() as interrupts, pytest.raises(KeyboardInterrupt), interrupts.deferred():
+    with StickyInterrupt() as interrupts, pytest.raises(KeyboardInterrupt), interrupts.deferred():
         os.kill(os.getpid(), signal.SIGINT)
         reached_end = True  # the block finishes: the trial it creates is recorded
     assert reached_end

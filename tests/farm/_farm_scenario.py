@@ -15,6 +15,7 @@ the facts the test checks: state, status, profile, node, windows, attempts.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sys
@@ -70,9 +71,28 @@ cache_dir: cache
 DEVICE = "dse_device:{}"
 
 
+def _measuring(node_id: str) -> bool:
+    """Whether a device worker on ``node_id`` is inside a measurement now: it then holds the
+    node's lock exclusively (dse.farm.isolation), so a shared try fails. Every node of this farm
+    runs on this machine, so its lock file is here."""
+    from dse.farm.isolation import LOCK_DIR
+
+    path = LOCK_DIR / f"{node_id}.lock"
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # releases the shared lock if the try took it
+    return False
+
+
 def _remove_when_busy(cluster: object, doomed: object, dispatcher: object,
                       log: dict[str, object]) -> None:
-    """Remove the doomed node once its worker is in the middle of a trial."""
+    """Remove the doomed node once its worker is in the middle of a trial's measurement."""
     from dse.farm.dispatcher import Dispatcher
 
     assert isinstance(dispatcher, Dispatcher)
@@ -81,9 +101,8 @@ def _remove_when_busy(cluster: object, doomed: object, dispatcher: object,
     while time.monotonic() < deadline:
         for device in list(dispatcher.devices):
             if (device.state == "busy" and device.identity.get("node_id") == doomed_id
-                    and device.job is not None):
-                # Into its measurement, not just its build.
-                time.sleep(1.0)
+                    and device.job is not None and _measuring(doomed_id)):
+                # Into its measurement, not just its build: the trial is mid-way for sure.
                 log["removed_during_trial_key"] = device.job.key
                 log["removed_at"] = time.time()
                 cluster.remove_node(doomed)  # type: ignore[attr-defined]

@@ -4,7 +4,8 @@ the node lock that keeps measurements apart from other dse work."""
 from __future__ import annotations
 
 import threading
-import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -86,41 +87,83 @@ def test_jobs_run_concurrently_and_come_back_by_key(tmp_path: Path) -> None:
         dispatcher.cancel()
 
 
-def _hold(lock_cm: object, events: list[tuple[str, float]], name: str, seconds: float) -> None:
-    with lock_cm:  # type: ignore[attr-defined]
-        events.append((f"{name}+", time.monotonic()))
-        time.sleep(seconds)
-        events.append((f"{name}-", time.monotonic()))
+class _WatchedLock(NodeLock):
+    """A NodeLock that tells the test when each thread (by name) asks for and gets each of the
+    lock's files (``.gate``, ``.lock``), so threads can be ordered by events instead of sleeps."""
+
+    def __init__(self, node_id: str, lock_dir: Path, threads: list[str]) -> None:
+        super().__init__(node_id, lock_dir)
+        # Made up front: threads only look events up, so none is created twice.
+        self.asked = {(t, f): threading.Event() for t in threads for f in (".gate", ".lock")}
+        self.got = {(t, f): threading.Event() for t in threads for f in (".gate", ".lock")}
+
+    @contextmanager
+    def _held(self, path: Path, mode: int) -> Iterator[None]:
+        key = (threading.current_thread().name, path.suffix)
+        self.asked[key].set()
+        with super()._held(path, mode):
+            self.got[key].set()
+            yield
+
+
+def _hold(lock_cm: AbstractContextManager[None], order: list[str], name: str,
+          release: threading.Event | None = None) -> None:
+    """Hold ``lock_cm``, noting entry and exit in ``order``; until ``release`` if one is given."""
+    with lock_cm:
+        order.append(f"{name}+")
+        if release is not None:
+            assert release.wait(10), f"{name} was never released"
+        order.append(f"{name}-")
+
+
+def _waited(event: threading.Event, what: str) -> None:
+    assert event.wait(10), f"timed out waiting until {what}"
 
 
 def test_node_lock_measurement_waits_for_builds_and_new_builds_wait_for_it(
         tmp_path: Path) -> None:
-    lock = NodeLock("test-node", tmp_path)
-    events: list[tuple[str, float]] = []
-    build1 = threading.Thread(target=_hold, args=(lock.shared(), events, "build1", 0.4))
-    build1.start()
-    time.sleep(0.1)
-    measure = threading.Thread(target=_hold, args=(lock.exclusive(), events, "measure", 0.3))
-    measure.start()
-    time.sleep(0.1)
+    lock = _WatchedLock("test-node", tmp_path, ["build1", "measure", "build2"])
+    order: list[str] = []  # list.append is atomic: the order in which holders came and went
+    release_build1 = threading.Event()
+    build1 = threading.Thread(target=_hold, name="build1",
+                              args=(lock.shared(), order, "build1", release_build1))
+    measure = threading.Thread(target=_hold, name="measure",
+                               args=(lock.exclusive(), order, "measure"))
     # Arrives while the measurement waits: must not jump ahead of it (no writer starvation).
-    build2 = threading.Thread(target=_hold, args=(lock.shared(), events, "build2", 0.1))
-    build2.start()
+    build2 = threading.Thread(target=_hold, name="build2", args=(lock.shared(), order, "build2"))
+    try:
+        build1.start()
+        _waited(lock.got["build1", ".lock"], "build1 holds the node")
+        measure.start()
+        # Past the gate and asking for the node: the measurement now waits for build1.
+        _waited(lock.asked["measure", ".lock"], "the measurement waits for the node")
+        build2.start()
+        _waited(lock.asked["build2", ".gate"], "build2 asks for the node")
+        assert order == ["build1+"]
+    finally:
+        release_build1.set()  # a failed step above must not leave build1 holding the node
     for thread in (build1, measure, build2):
-        thread.join(5)
-    order = [name for name, _ in sorted(events, key=lambda e: e[1])]
+        thread.join(10)
+        assert not thread.is_alive(), f"{thread.name} is still holding or waiting"
     assert order == ["build1+", "build1-", "measure+", "measure-", "build2+", "build2-"]
 
 
 def test_builds_share_the_node(tmp_path: Path) -> None:
     lock = NodeLock("test-node", tmp_path)
-    events: list[tuple[str, float]] = []
-    threads = [threading.Thread(target=_hold, args=(lock.shared(), events, f"b{i}", 0.3))
-               for i in range(2)]
+    # Each build waits inside the lock for the other: both get through only if they overlap.
+    both_in = threading.Barrier(2, timeout=10)
+    failures: list[BaseException] = []
+
+    def build() -> None:
+        with lock.shared():
+            try:
+                both_in.wait()
+            except threading.BrokenBarrierError as exc:
+                failures.append(exc)
+
+    threads = [threading.Thread(target=build) for _ in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(5)
-    starts = sorted(t for name, t in events if name.endswith("+"))
-    ends = sorted(t for name, t in events if name.endswith("-"))
-    assert starts[1] < ends[0], "two builds did not overlap"
+        thread.join(15)
+    assert not failures, "two builds did not overlap"

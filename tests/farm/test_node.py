@@ -12,23 +12,11 @@ import pytest
 import yaml
 
 from dse.exceptions import DeviceError
-from dse.farm.node import (
-    KIND_LABEL,
-    PROFILE_LABEL,
-    WORKER_LABEL,
-    _ensure_token,
-    check_bind,
-    connect,
-    head_command,
-    launch_env,
-    parse_address,
-    parse_gpus,
-    ray_executable,
-    require_token,
-    token_exposure,
-    token_source,
-    worker_command,
-)
+from dse.farm.connection import connect, parse_address, require_token, token_source
+from dse.farm.head import _ensure_token, token_exposure
+from dse.farm.node_commands import check_bind, head_command, launch_env, parse_gpus, worker_command
+from dse.farm.node_process import ray_executable
+from dse.farm.resources import KIND_LABEL, PROFILE_LABEL, WORKER_LABEL
 from dse.spec import HardwareProfile
 
 H100 = """\
@@ -195,7 +183,7 @@ def test_an_unreachable_head_fails_fast_with_the_address() -> None:
 
 
 def test_a_replay_profile_never_joins_a_farm() -> None:
-    from dse.farm.node import start_worker
+    from dse.farm.worker_node import start_worker
     from dse.spec import load_model
     from tests.conftest import REPO
 

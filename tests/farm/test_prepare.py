@@ -8,9 +8,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
-import torch
 
 from dse.candidate import Candidate
 from dse.exceptions import BuildError
@@ -43,6 +41,8 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def prepared(cache_dir: Path) -> Iterator[dict[str, PreparedCandidate]]:
     """fp32 then int8 through ONNX Runtime, then eager torch, in one shared cache."""
+    import torch
+
     threads = torch.get_num_threads()
     done = {
         "fp32": prepare_candidate(_candidate("onnxruntime", "fp32", 7), FAST, PROFILE, cache_dir),
@@ -90,6 +90,8 @@ def test_example_is_a_test_batch_of_the_candidates_size(
 
 def test_int8_accuracy_is_what_the_int8_session_computes(
         prepared: dict[str, PreparedCandidate]) -> None:
+    import onnxruntime as ort
+
     int8 = prepared["int8"]
     path = int8.provenance["artifact_path"]
     model = onnx.load(path)

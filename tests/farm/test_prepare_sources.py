@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-import torch
 
 from dse.build.export import export_onnx
 from dse.candidate import Candidate
@@ -49,6 +48,8 @@ def digits_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def fixed_batch_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A file whose batch axis is fixed at 7 (the digits test split is not a multiple of 7)."""
+    import torch
+
     path = tmp_path_factory.mktemp("fixed") / "fixed7.onnx"
     module = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10)).eval()
     with warnings.catch_warnings():

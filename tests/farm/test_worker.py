@@ -97,7 +97,7 @@ def test_a_runner_crashing_mid_window_stops_the_probes(tmp_path: Path) -> None:
 
 
 def test_the_first_listed_probe_wins_a_shared_metric() -> None:
-    from dse.farm.worker import _TelemetryWindow
+    from dse.farm.telemetry_window import TelemetryWindow
     from dse.measure.telemetry import Probe, ProbeResult, Trace, Window
 
     class Fixed(Probe):
@@ -119,8 +119,8 @@ def test_the_first_listed_probe_wins_a_shared_metric() -> None:
             return ProbeResult(metrics={"power_mean_w": self.watts})
 
     missing: dict[str, str] = {}
-    window = _TelemetryWindow([Fixed("absent", None, "no counter"), Fixed("gpu", 200.0),
-                               Fixed("cpu", 15.0)], missing)
+    window = TelemetryWindow([Fixed("absent", None, "no counter"), Fixed("gpu", 200.0),
+                              Fixed("cpu", 15.0)], missing)
     window.mark(True)
     window.mark(False)
     assert window.summarize(10) == {"power_mean_w": 200.0}

@@ -174,14 +174,14 @@ def test_the_first_block_runs_until_the_pooled_run_would_give_a_required_percent
 
 
 def test_the_first_block_stops_once_the_pooled_run_would_have_the_interval() -> None:
-    from dse.measure.harness import _StoppingCheck
+    from dse.measure.stopping import StoppingCheck
 
     rng = np.random.default_rng(1)
-    check = _StoppingCheck(0.5, 10, (0.5, 0.99), blocks=3)
+    check = StoppingCheck(0.5, 10, (0.5, 0.99), blocks=3)
     # Independent samples: three blocks of 123 are 369 >= 368, of 122 are 366 < 368.
     assert check._pooled_has_ci(rng.random(123), 0.99)
     assert not check._pooled_has_ci(rng.random(122), 0.99)
-    single = _StoppingCheck(0.5, 10, (0.5, 0.99), blocks=1)
+    single = StoppingCheck(0.5, 10, (0.5, 0.99), blocks=1)
     for n in (367, 368, 400):
         data = rng.random(n)
         assert single._pooled_has_ci(data, 0.99) == (quantile_ci(data, 0.99) is not None)

@@ -27,7 +27,7 @@ def test_stops_when_the_median_is_known_to_the_target() -> None:
     low, high = stats.p50_ci_ms
     assert low <= stats.p50_ms <= high
     assert high - low <= 2 * 0.02 * stats.p50_ms
-    assert stats.seconds < 5.0
+    assert not stats.underpowered  # its floors were met before the 5-second cap
     assert 0.45 <= stats.p50_ms <= 1.5
 
 
@@ -38,7 +38,8 @@ def test_limits_stop_a_noisy_function_and_say_the_target_was_missed() -> None:
                             warmup_max_seconds=0.05)
     assert not stats.target_met
     assert stats.rel_ci > 0.001
-    assert 0.25 <= stats.seconds < 1.0
+    # The cap stopped it: no sooner (a busy machine can only make it later, so no upper bound).
+    assert stats.seconds >= 0.25
 
 
 def test_first_call_and_warmup_are_not_samples() -> None:
@@ -81,7 +82,7 @@ def test_timer_overhead_is_small_and_positive() -> None:
 
 def test_sustained_run_lasts_its_time() -> None:
     stats = measure_sustained(lambda: _spin(0.2), seconds=0.3)
-    assert 0.3 <= stats.seconds < 0.6
+    assert stats.seconds >= 0.3
     assert stats.n > 100
 
 
@@ -120,7 +121,7 @@ def test_keeps_measuring_while_the_machine_changes_state() -> None:
 def test_stopping_checks_take_a_small_share_of_the_window() -> None:
     # Two latencies half and half: the median's CI spans both, so the target is never met and the
     # run checks all along its second. Checking at every 10% more samples, as before, took 20-40%.
-    from dse.measure.harness import CHECK_SHARE
+    from dse.measure.stopping import CHECK_SHARE
 
     rng = np.random.default_rng(3)
     stats = measure_latency(lambda: _spin(float(rng.choice([0.01, 0.05]))), target_rel_ci=0.001,

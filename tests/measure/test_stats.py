@@ -150,7 +150,7 @@ def _direct_tau(samples: np.ndarray, threshold: float) -> tuple[float, int]:
 
 @pytest.mark.parametrize("phi", [0.0, 0.6, 0.97, 0.995])
 def test_autocorrelation_time_matches_the_direct_sum(phi: float) -> None:
-    from dse.measure.stats import _DIRECT_LAGS, autocorrelation_time
+    from dse.measure.autocorrelation import _DIRECT_LAGS, autocorrelation_time
 
     data = 1.0 + 0.01 * _ar1(11, 4000, phi)
     threshold = float(np.median(data))
@@ -177,7 +177,7 @@ def test_quantile_interval_selects_what_a_sort_would(q: float) -> None:
 
 
 def test_a_percentile_without_an_interval_is_missing_with_why() -> None:
-    from dse.farm.worker import latency_metrics
+    from dse.farm.timing import latency_metrics
 
     thirty = summarize([1.0 + 0.01 * (i % 7) for i in range(30)], seconds=0.1)
     missing: dict[str, str] = {}

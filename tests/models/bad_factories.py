@@ -9,14 +9,14 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
-import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from dse.examples.models import digits_mlp
+if TYPE_CHECKING:
+    import torch
 
 # The arch value that triggers the misbehaviour of the ``*_when_small`` factories.
 BAD_HIDDEN = 16
@@ -28,6 +28,8 @@ def raises_when_small(arch: Mapping[str, Any]) -> tuple[torch.nn.Module, torch.T
     """Raises the user's bug for ``hidden == BAD_HIDDEN``."""
     if int(arch["hidden"]) == BAD_HIDDEN:
         raise RuntimeError("user factory bug: hidden=16 is not supported")
+    from dse.examples.models import digits_mlp
+
     return digits_mlp(arch)
 
 
@@ -35,12 +37,16 @@ def hangs_when_small(arch: Mapping[str, Any]) -> tuple[torch.nn.Module, torch.Te
     """Never returns (in test time) for ``hidden == BAD_HIDDEN``."""
     if int(arch["hidden"]) == BAD_HIDDEN:
         time.sleep(3600)
+    from dse.examples.models import digits_mlp
+
     return digits_mlp(arch)
 
 
 def nan_weights(arch: Mapping[str, Any]) -> tuple[torch.nn.Module, tuple[int, ...]]:
     """A perceptron on 1x8x8 inputs whose weights are all NaN: every output is NaN, whatever
     training does."""
+    import torch
+
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, int(arch["hidden"])),
                                 torch.nn.ReLU(), torch.nn.Linear(int(arch["hidden"]), 10))
     with torch.no_grad():
@@ -53,12 +59,16 @@ def nan_when_small(arch: Mapping[str, Any]) -> tuple[torch.nn.Module, tuple[int,
     """:func:`nan_weights` for ``hidden == BAD_HIDDEN``, a sound perceptron otherwise."""
     if int(arch["hidden"]) == BAD_HIDDEN:
         return nan_weights(arch)
+    from dse.examples.models import digits_mlp
+
     return digits_mlp(arch)[0], (1, 8, 8)
 
 
 def overflows_in_fp16(arch: Mapping[str, Any]) -> tuple[torch.nn.Module, tuple[int, ...]]:
     """A linear layer whose outputs are about ``FP16_OVERFLOW``: finite in fp32, Inf in fp16.
     Meant without a dataset (training would shrink the bias)."""
+    import torch
+
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
     with torch.no_grad():
         model[1].weight.zero_()

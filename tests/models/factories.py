@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 def bare_module(arch: Mapping[str, Any]) -> torch.nn.Module:
+    import torch
+
     return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
 
 
@@ -26,4 +29,6 @@ def raising(arch: Mapping[str, Any]) -> torch.nn.Module:
 
 def wrong_shape(arch: Mapping[str, Any]) -> tuple[torch.nn.Module, tuple[int, ...]]:
     """Claims 1x8x8 inputs but its first layer takes 10 features: fails in training."""
+    import torch
+
     return torch.nn.Linear(10, 10), (1, 8, 8)

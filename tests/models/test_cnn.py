@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-import torch
 
 from dse.models import FAMILIES, ModelFamily, get_family, register_family
 from dse.models.cnn import DEFAULT_ARCH, CnnFamily
+
+if TYPE_CHECKING:
+    import torch
 
 TINY = {"num_stages": 1, "depth": 1, "width_mult": 0.5, "kernel_size": 3, "expand_ratio": 2}
 
 
 def _depthwise_strides(module: torch.nn.Module) -> list[int]:
+    import torch
+
     return [m.stride[0] for m in module.modules()
             if isinstance(m, torch.nn.Conv2d) and m.groups > 1]
 
@@ -51,6 +55,8 @@ def test_a_family_name_registers_once() -> None:
     {},
 ])
 def test_built_network_maps_digit_batches_to_logits(arch: dict[str, Any]) -> None:
+    import torch
+
     family = get_family("cnn")
     module = family.build(arch)
     assert isinstance(module, torch.nn.Module)
@@ -86,6 +92,8 @@ def test_depth_adds_stride_1_residual_blocks() -> None:
 
 
 def test_kernel_size_and_expand_ratio_shape_the_depthwise_convs() -> None:
+    import torch
+
     module = get_family("cnn").build({**TINY, "kernel_size": 5, "expand_ratio": 6})
     depthwise = [m for m in module.modules()
                  if isinstance(m, torch.nn.Conv2d) and m.groups > 1]
@@ -102,6 +110,8 @@ def test_width_mult_scales_the_parameter_count() -> None:
 
 
 def test_uses_batchnorm_and_relu6() -> None:
+    import torch
+
     module = get_family("cnn").build(TINY)
     kinds = {type(m) for m in module.modules()}
     assert {torch.nn.BatchNorm2d, torch.nn.ReLU6} <= kinds
@@ -139,6 +149,8 @@ def test_every_problem_is_reported_at_once() -> None:
 
 
 def test_same_seed_same_initial_weights() -> None:
+    import torch
+
     def weights() -> list[torch.Tensor]:
         torch.manual_seed(3)
         return list(get_family("cnn").build(TINY).state_dict().values())

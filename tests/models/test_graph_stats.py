@@ -6,19 +6,20 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 import pytest
-import torch
 from onnx import TensorProto, helper, numpy_helper
 
 from dse.build.export import export_onnx
 from dse.build.quantize import quantize_int8
-from dse.models import get_family
-from dse.models import graph_stats as graph_stats_module
+from dse.models import get_family, op_costs
 from dse.models.graph_stats import graph_stats
+
+if TYPE_CHECKING:
+    import torch
 
 F32 = TensorProto.FLOAT
 RNG = np.random.default_rng(0)
@@ -300,10 +301,9 @@ def test_inconsistent_shapes_fail_shape_inference() -> None:
 
 
 def test_docstring_names_every_op_with_a_rule() -> None:
-    doc = graph_stats_module.__doc__ or ""
-    ops = (graph_stats_module._ELEMENTWISE | graph_stats_module._WINDOWED_POOLS
-           | graph_stats_module._REDUCTIONS | graph_stats_module._DATA_MOVEMENT
-           | set(graph_stats_module._MAC_RULES))
+    doc = op_costs.__doc__ or ""
+    ops = (op_costs._ELEMENTWISE | op_costs._WINDOWED_POOLS | op_costs.REDUCTIONS
+           | op_costs._DATA_MOVEMENT | set(op_costs._MAC_RULES))
     assert [op for op in sorted(ops) if f"{op}," not in doc and f"{op}." not in doc
             and f"``{op}``" not in doc] == []
 
@@ -316,6 +316,8 @@ def test_importing_the_module_does_not_import_onnx() -> None:
 # ---- real torch exports ----
 
 def _seq_module() -> torch.nn.Module:
+    import torch
+
     return torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.ReLU(),
                                torch.nn.Flatten(), torch.nn.Linear(8 * 8 * 8, 10))
 
@@ -341,6 +343,8 @@ TINY_CNN = {"num_stages": 2, "depth": 1, "width_mult": 0.5, "kernel_size": 3, "e
 def cnn_module() -> torch.nn.Module:
     """The project's cnn with batch-norm statistics as training would leave them (not the fresh
     0/1, whose folded conv biases are all zero and dropped by the exporter)."""
+    import torch
+
     torch.manual_seed(0)
     module = get_family("cnn").build(TINY_CNN)
     with torch.no_grad():
@@ -363,6 +367,8 @@ def cnn_onnx(cnn_module: torch.nn.Module, tmp_path_factory: pytest.TempPathFacto
 
 def _torch_macs(module: torch.nn.Module, x: torch.Tensor) -> int:
     """MACs of every Conv2d and Linear, counted by forward hooks on the torch module."""
+    import torch
+
     total = 0
 
     def count(layer: torch.nn.Module, _: Any, out: torch.Tensor) -> None:
@@ -385,6 +391,8 @@ def _torch_macs(module: torch.nn.Module, x: torch.Tensor) -> int:
 
 def test_exported_cnn_params_and_macs_match_torch(cnn_module: torch.nn.Module,
                                                    cnn_onnx: Path) -> None:
+    import torch
+
     stats = graph_stats(cnn_onnx, batch_size=2)
     torch_params = sum(p.numel() for p in cnn_module.parameters())
     norm_channels = sum(m.num_features for m in cnn_module.modules()

@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-import torch
 from onnx import TensorProto, helper
 
 from dse.api import validate_files
@@ -81,6 +80,8 @@ def test_a_family_candidate_keeps_its_id() -> None:
 
 
 def test_factory_source_builds_and_reports_its_shape() -> None:
+    import torch
+
     family, settings = candidate_source(ModelSpec(
         factory="dse.examples.models:digits_mlp", dataset="digits", arch={"hidden": [16]}))
     assert family == "factory:dse.examples.models:digits_mlp"

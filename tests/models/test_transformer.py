@@ -5,13 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
-import torch
 
 from dse.build.export import export_onnx
 from dse.build.quantize import quantize_int8
@@ -19,6 +17,10 @@ from dse.exceptions import BuildError
 from dse.models import get_family
 from dse.models.transformer import DEFAULT_ARCH, FEATURES, TransformerFamily
 from dse.quality.sequences import load_sequence_split
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+    import torch
 
 # Not the default: several heads of width 4 and an odd MLP ratio, to catch reshape mistakes.
 EXPORTED = {"num_layers": 2, "num_heads": 4, "hidden": 16, "mlp_ratio": 3, "seq_len": 12}
@@ -92,6 +94,8 @@ def test_every_problem_is_reported_at_once() -> None:
     {"num_layers": 3, "num_heads": 8, "hidden": 64, "mlp_ratio": 4, "seq_len": 40},
 ])
 def test_built_encoder_maps_sequence_batches_to_logits(arch: dict[str, Any]) -> None:
+    import torch
+
     family = _family()
     module = family.build(arch)
     assert module.training  # fresh from build, ready to train
@@ -104,6 +108,8 @@ def test_built_encoder_maps_sequence_batches_to_logits(arch: dict[str, Any]) -> 
 
 
 def test_attention_is_spelled_out_not_nn_multiheadattention() -> None:
+    import torch
+
     from dse.models._encoder import EncoderBlock, SelfAttention
 
     module = _family().build({"num_layers": 3})
@@ -116,6 +122,8 @@ def test_attention_is_spelled_out_not_nn_multiheadattention() -> None:
 def test_positions_matter() -> None:
     """The learned positional embedding makes the encoder order-aware (mean pooling alone would
     not be): swapping two positions changes the logits."""
+    import torch
+
     torch.manual_seed(0)
     module = _family().build({}).eval()
     x = torch.randn(1, 16, FEATURES)
@@ -138,6 +146,8 @@ def test_arch_params_size_the_network(change: dict[str, int], grows: bool) -> No
 
 
 def test_same_seed_same_initial_weights() -> None:
+    import torch
+
     def weights() -> list[torch.Tensor]:
         torch.manual_seed(3)
         return list(_family().build(EXPORTED).state_dict().values())
@@ -153,6 +163,8 @@ def test_importing_the_family_imports_no_torch() -> None:
 
 @pytest.fixture(scope="module")
 def encoder() -> torch.nn.Module:
+    import torch
+
     torch.manual_seed(0)
     return _family().build(EXPORTED).eval()
 
@@ -165,6 +177,8 @@ def exported(encoder: torch.nn.Module, tmp_path_factory: pytest.TempPathFactory)
 
 
 def _session(path: Path) -> ort.InferenceSession:
+    import onnxruntime as ort
+
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 
@@ -183,6 +197,8 @@ def test_export_is_plain_matmul_softmax_with_a_dynamic_batch(exported: Path) -> 
 @pytest.mark.parametrize("batch", [1, 5])
 def test_onnxruntime_reproduces_torch(exported: Path, encoder: torch.nn.Module,
                                       batch: int) -> None:
+    import torch
+
     x = load_sequence_split(0, 12, FEATURES, n_train=8, n_test=8).x_test[:batch]
     (got,) = _session(exported).run(["logits"], {"input": x})
     with torch.inference_mode():

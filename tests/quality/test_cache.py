@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
-import torch
 
 from dse.quality import TrainedModel, accuracy, load_digits_split, train, train_or_load
 from dse.spec import TrainingSpec
+
+if TYPE_CHECKING:
+    import torch
 
 TINY = {"num_stages": 1, "depth": 1, "width_mult": 0.5, "kernel_size": 3, "expand_ratio": 2}
 FAST = TrainingSpec(epochs=2, batch_size=64, learning_rate=0.02, seed=0, threads=1)
 
 
 def _equal_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    import torch
+
     return all(torch.equal(x, y) for x, y in
                zip(a.state_dict().values(), b.state_dict().values(), strict=True))
 
@@ -51,6 +56,8 @@ def test_second_call_loads_the_same_model(first: tuple[TrainedModel, Path]) -> N
 
 
 def test_fp32_accuracy_is_the_modules_test_accuracy(first: tuple[TrainedModel, Path]) -> None:
+    import torch
+
     trained, _ = first
     split = load_digits_split(FAST.seed)
     with torch.inference_mode():
@@ -88,6 +95,8 @@ def test_same_seed_same_weights_other_seed_other_weights(tmp_path: Path) -> None
                                     "missing_weights", "wrong_shapes", "flipped_weight"])
 def test_a_damaged_entry_is_retrained(first: tuple[TrainedModel, Path], tmp_path: Path,
                                       damage: str) -> None:
+    import torch
+
     trained, source = first
     for path in source.iterdir():
         (tmp_path / path.name).write_bytes(path.read_bytes())
@@ -120,6 +129,8 @@ def test_no_temporary_files_are_left(first: tuple[TrainedModel, Path]) -> None:
 
 
 def test_train_restores_the_thread_count_and_times_itself() -> None:
+    import torch
+
     torch.manual_seed(0)
     from dse.models import get_family
 
@@ -142,6 +153,8 @@ def test_bad_arch_and_family_raise(tmp_path: Path) -> None:
 
 
 def test_trained_weights_are_float32(first: tuple[TrainedModel, Path]) -> None:
+    import torch
+
     trained, _ = first
     assert {p.dtype for p in trained.module.parameters()} == {torch.float32}
     assert np.isfinite(trained.fp32_accuracy)

@@ -3,24 +3,34 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
-import torch
-from torch import nn
 
 from dse.models import get_family
 from dse.quality.proxies import PROXIES, proxy_scores
+
+if TYPE_CHECKING:
+    from torch import nn
 
 TINY_CNN = {"num_stages": 1, "depth": 1, "width_mult": 0.5, "kernel_size": 3, "expand_ratio": 2}
 
 
 def _tiny_cnn() -> nn.Module:
+    import torch
+
     torch.manual_seed(0)
     return get_family("cnn").build(TINY_CNN)
 
 
-def _mlp(activation: type[nn.Module] = nn.GELU, dropout: float = 0.0) -> nn.Module:
+def _mlp(activation: type[nn.Module] | None = None, dropout: float = 0.0) -> nn.Module:
+    """A seeded MLP on 3x4 inputs; ``activation`` defaults to ``nn.GELU``."""
+    import torch
+    from torch import nn
+
+    if activation is None:
+        activation = nn.GELU
     torch.manual_seed(0)
     return nn.Sequential(nn.Flatten(), nn.Linear(12, 32), activation(), nn.Dropout(dropout),
                          nn.Linear(32, 32), activation(), nn.Linear(32, 5))
@@ -66,6 +76,8 @@ def test_seed_feeds_only_stochastic_layers() -> None:
 
 
 def test_callers_module_and_rng_are_untouched() -> None:
+    import torch
+
     module = _tiny_cnn()
     module.eval()
     frozen = next(module.parameters())
@@ -89,6 +101,9 @@ def _integer_relu_net(weight: np.ndarray) -> nn.Module:
     """Linear -> ReLU -> Linear with integer weights and a bias of 1/2: on integer inputs every
     pre-activation is an integer plus 1/2, exact in float32 and never 0, so the activation codes
     are the same on every CPU."""
+    import torch
+    from torch import nn
+
     module = nn.Sequential(nn.Linear(weight.shape[1], weight.shape[0]), nn.ReLU(),
                            nn.Linear(weight.shape[0], 3))
     with torch.no_grad():
@@ -165,6 +180,8 @@ def test_naswot_of_more_inputs_than_units_plus_one_is_minus_inf() -> None:
 
 
 def test_naswot_of_a_net_narrower_than_its_batch_is_minus_inf_on_every_machine() -> None:
+    import torch
+
     # 32 ReLU units, 64 digits: rank <= 33. A float LU of this kernel gave -1089.2 (torch) and
     # -1026.0 (numpy) on one machine, -inf on another.
     from dse.examples.models import digits_mlp
@@ -178,6 +195,9 @@ def test_naswot_of_a_net_narrower_than_its_batch_is_minus_inf_on_every_machine()
 
 
 def test_grad_norm_sums_the_weight_gradient_norms() -> None:
+    import torch
+    from torch import nn
+
     module = _mlp(nn.ReLU)
     x, y = MLP_BATCH
     nn.functional.cross_entropy(module(torch.from_numpy(x)), torch.from_numpy(y)).backward()
@@ -188,6 +208,9 @@ def test_grad_norm_sums_the_weight_gradient_norms() -> None:
 
 
 def test_synflow_is_invariant_to_rescaling_neurons_of_a_relu_net() -> None:
+    import torch
+    from torch import nn
+
     # Tanaka et al.: in a positively homogeneous net, scaling one layer's units by c and the next
     # layer's weights by 1/c leaves R, and every |theta * dR/dtheta|, unchanged. c is a power of
     # two so that the float32 weights scale exactly.
@@ -202,6 +225,8 @@ def test_synflow_is_invariant_to_rescaling_neurons_of_a_relu_net() -> None:
 
 
 def test_synflow_grows_with_depth_and_width() -> None:
+    import torch
+
     # Data-free and linearised: a wider or deeper net carries more flow.
     family = get_family("cnn")
     scores = []
@@ -235,6 +260,9 @@ def test_label_beyond_the_logits_is_named() -> None:
 
 
 def test_naswot_names_the_activation_types_it_needs() -> None:
+    import torch
+    from torch import nn
+
     torch.manual_seed(0)
     module = nn.Sequential(nn.Flatten(), nn.Linear(12, 8), nn.Tanh(), nn.Linear(8, 5))
     with pytest.raises(ValueError, match="naswot needs activation modules of type ReLU, ReLU6, "

@@ -6,11 +6,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
-import torch
 
 from dse.models import get_family
 from dse.models.transformer import FEATURES as FAMILY_FEATURES
@@ -26,6 +25,9 @@ from dse.quality.sequences import (
 )
 from dse.quality.training import accuracy, train
 from dse.spec import TrainingSpec
+
+if TYPE_CHECKING:
+    import torch
 
 # The learning rate a transformer search space should use: at the TrainingSpec default of 0.01
 # the default encoder still learns, but wider/deeper ones sometimes do not (no warm-up).
@@ -137,22 +139,32 @@ def test_counting_the_selected_colour_solves_it_ignoring_the_selector_does_not(
     assert overall_majority < 0.55
 
 
-class _PerPositionThenPool(torch.nn.Module):
-    """No mixing before the pooling: an MLP on each position, mean, linear (a Deep Sets net)."""
+def _per_position_then_pool() -> torch.nn.Module:
+    """A fresh ``_PerPositionThenPool`` (the class is made here: torch is imported only when a
+    test needs it)."""
+    import torch
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.per_position = torch.nn.Sequential(
-            torch.nn.Linear(FEATURES, 64), torch.nn.GELU(), torch.nn.Linear(64, 64),
-            torch.nn.GELU())
-        self.classifier = torch.nn.Linear(64, DEFAULT_NUM_CLASSES)
+    class _PerPositionThenPool(torch.nn.Module):
+        """No mixing before the pooling: an MLP on each position, mean, linear (a Deep Sets
+        net)."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = self.classifier(self.per_position(x).mean(dim=1))
-        return out
+        def __init__(self) -> None:
+            super().__init__()
+            self.per_position = torch.nn.Sequential(
+                torch.nn.Linear(FEATURES, 64), torch.nn.GELU(), torch.nn.Linear(64, 64),
+                torch.nn.GELU())
+            self.classifier = torch.nn.Linear(64, DEFAULT_NUM_CLASSES)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            out: torch.Tensor = self.classifier(self.per_position(x).mean(dim=1))
+            return out
+
+    return _PerPositionThenPool()
 
 
 def _train_and_score(module: torch.nn.Module, split: DigitsSplit) -> tuple[float, float]:
+    import torch
+
     seconds = train(module, split, TRAINING)
     with torch.inference_mode():
         score = accuracy(lambda x: module(torch.from_numpy(x)).numpy(),
@@ -162,12 +174,14 @@ def _train_and_score(module: torch.nn.Module, split: DigitsSplit) -> tuple[float
 
 def test_default_encoder_learns_and_a_one_layer_one_does_not(split: DigitsSplit) -> None:
     """Measured on 2 cores, threads=1: default 0.854 in ~2 s, one layer 0.536, per-position 0.479."""
+    import torch
+
     family = get_family("transformer")
     one_layer = {"num_layers": 1, "num_heads": 1, "hidden": 16, "mlp_ratio": 1}
     builders: dict[str, Callable[[], torch.nn.Module]] = {
         "default": lambda: family.build({}),
         "one layer": lambda: family.build(one_layer),
-        "per-position": _PerPositionThenPool,
+        "per-position": _per_position_then_pool,
     }
     results = {}
     for name, build in builders.items():

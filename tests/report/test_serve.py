@@ -18,7 +18,8 @@ from urllib.parse import urlsplit
 import optuna
 import pytest
 
-from dse.report.serve import HANDLER_THREADS, DashboardServer, LiveCampaign, with_refresh
+from dse.report.http_pool import HANDLER_THREADS
+from dse.report.serve import DashboardServer, LiveCampaign, with_refresh
 from dse.results.testing import candidate, example_run, record_trial
 from tests.report.test_browser import CHROMIUM, FIGURES, TIMEOUT_S, Chromium
 

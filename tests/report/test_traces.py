@@ -2,7 +2,7 @@
 
 The samples files are written here in the worker's key format (``trace.<probe>.time_s``,
 ``trace.<probe>.<channel> [<unit>]``), with the probes' own names and units; one test holds that
-format to ``dse.farm.worker``'s own writer.
+format to ``dse.farm.telemetry_window``'s own writer.
 """
 
 from __future__ import annotations
@@ -19,14 +19,8 @@ from dse.measure.telemetry.base import Trace
 from dse.measure.telemetry.memory import ProcessMemoryProbe
 from dse.measure.telemetry.nvml import NvmlProbe
 from dse.measure.telemetry.nvml_throttle import reason_bits
-from dse.report.traces import (
-    KIND_TITLES,
-    TracesInfo,
-    channel_kind,
-    parse_trace_key,
-    traces_figure,
-    traces_info,
-)
+from dse.report.trace_series import KIND_TITLES, channel_kind, parse_trace_key
+from dse.report.traces import TracesInfo, traces_figure, traces_info
 from dse.results import trials_frame
 from dse.results.testing import campaign_study, candidate, record_trial
 
@@ -98,11 +92,11 @@ def campaign(tmp_path: Path) -> Campaign:
 
 
 def test_keys_match_the_workers_own_writer() -> None:
-    from dse.farm.worker import _TelemetryWindow
+    from dse.farm.telemetry_window import TelemetryWindow
 
     trace = Trace("nvml", units=dict(NvmlProbe.units))
     trace.add(T0, {"power_w": 100.0, "clock_event_reasons": 4.0})
-    window = _TelemetryWindow([], {})
+    window = TelemetryWindow([], {})
     window.traces = [(NvmlProbe(), trace)]
     written = window.trace_samples()
     ours = trace_arrays("nvml", trace.timestamps, trace.channels, trace.units)
@@ -197,6 +191,25 @@ def test_cpu_sensors_give_rapl_power_clocks_in_mhz_and_throttle_time(campaign: C
     assert info.kinds == ["power", "temperature", "clock"]
     assert [(i.start_s, i.end_s, i.reason) for i in trial.throttled] == [
         (1.0, 3.0, "cpu thermal throttle (core)")]
+
+
+def test_a_counter_drop_the_measurement_calls_a_gap_is_a_gap_in_the_power_trace(
+        campaign: Campaign) -> None:
+    """One rule for counter steps (dse.counters): a drop beyond the counter's wrap range (more
+    than one wrap between readings) is no energy figure to the measurement, and no power point
+    to the dashboard — it once drew a negative wattage there."""
+    from dse.measure.telemetry.derived import TelemetryGapError, counter_delta
+
+    times = [T0 + i for i in range(4)]
+    readings = [500.0e6, 510.0e6, 20.0e6, 30.0e6]  # 510 -> 20 MJ: a drop of 490 M, range 100 M
+    with pytest.raises(TelemetryGapError, match="more than its wrap range"):
+        counter_delta(readings, 100.0e6)
+    campaign.add(0.9, 2.0, trace_arrays("rapl", times, {
+        "intel-rapl:0/energy_uj": readings, "intel-rapl:0/max_energy_range_uj": [100.0e6] * 4},
+        {"intel-rapl:0/energy_uj": "uJ", "intel-rapl:0/max_energy_range_uj": "uJ"}))
+    (trial,) = campaign.info().trials
+    (rapl,) = trial.series
+    assert rapl.time_s == [0.5, 2.5] and rapl.values == pytest.approx([10.0, 10.0])
 
 
 def test_jetson_rails_clocks_and_overcurrent(campaign: Campaign) -> None:
@@ -314,9 +327,10 @@ def test_the_new_panels_import_no_heavy_runtime() -> None:
 
     code = ("import sys\n"
             "import dse.report.history, dse.report.distributions, dse.report.roofline\n"
-            "import dse.report.traces as t\n"
+            "import dse.report.traces\n"
+            "from dse.report.throttling import nvml_throttled\n"
             "import numpy as np\n"
-            "t._nvml_throttled(np.arange(2.0), np.array([4.0, 0.0]))\n"
+            "nvml_throttled(np.arange(2.0), np.array([4.0, 0.0]))\n"
             "print([m for m in ('torch', 'onnxruntime', 'tensorrt', 'ray') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from dse.search.loop import _StickyInterrupt
+from dse.search.interrupts import StickyInterrupt
 
 
 class _InterruptedInFinaliser:
@@ -21,7 +21,7 @@ class _InterruptedInFinaliser:
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_an_interrupt_a_finaliser_swallowed_is_raised_on_the_next_check() -> None:
-    with _StickyInterrupt() as interrupts:
+    with StickyInterrupt() as interrupts:
         interrupts.check()  # nothing yet
         _InterruptedInFinaliser()  # dropped at once: __del__ runs now
         with pytest.raises(KeyboardInterrupt):
@@ -35,7 +35,7 @@ def test_a_handler_the_caller_installed_is_left_alone() -> None:
 
     previous = signal.signal(signal.SIGINT, mine)
     try:
-        with _StickyInterrupt():
+        with StickyInterrupt():
             assert signal.getsignal(signal.SIGINT) is mine
     finally:
         signal.signal(signal.SIGINT, previous)

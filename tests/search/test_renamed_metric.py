@@ -19,7 +19,7 @@ from dse.api import load_experiment, run_campaign
 from dse.candidate import stable_hash
 from dse.cli import app
 from dse.results import load_campaign, study_objectives, trials_frame
-from dse.search.study import storage_url
+from dse.search.study_storage import storage_url
 
 OLD = "memory_peak_mb"
 NEW = "process_rss_peak_mb"

@@ -4,7 +4,6 @@ space; the grid covering it exactly once; constraints reaching the samplers that
 from __future__ import annotations
 
 import itertools
-import typing
 from pathlib import Path
 
 import optuna
@@ -13,10 +12,12 @@ import yaml
 
 from dse.candidate import Candidate
 from dse.exceptions import SpecError
+from dse.parts.samplers import sampler_names
+from dse.search.experiment_checks import grid_problems
+from dse.search.samplers import make_sampler
 from dse.search.space import device_options, suggest_candidate
-from dse.search.study import grid_problems, make_sampler, open_experiment_studies, open_study
+from dse.search.study import open_experiment_studies, open_study
 from dse.spec import HardwareProfile, SamplerSpec, SearchSpace, load_experiment_files
-from dse.spec.models import SamplerName
 from tests.conftest import LOCAL_CPU, TINY_SPACE
 
 PROFILE = HardwareProfile.model_validate(yaml.safe_load(LOCAL_CPU))
@@ -44,7 +45,7 @@ def _every_valid_candidate() -> set[str]:
     return ids
 
 
-def _study(name: SamplerName, **settings: int) -> optuna.Study:
+def _study(name: str, **settings: int) -> optuna.Study:
     return optuna.create_study(directions=["maximize", "minimize"],
                                sampler=make_sampler(SamplerSpec(name=name, **settings), 0))
 
@@ -62,8 +63,8 @@ def _measure(study: optuna.Study, trial: optuna.Trial, candidate: Candidate,
     study.tell(trial, [accuracy, latency])
 
 
-@pytest.mark.parametrize("name", typing.get_args(SamplerName))
-def test_each_sampler_proposes_valid_candidates_of_the_conditional_space(name: SamplerName) -> None:
+@pytest.mark.parametrize("name", sampler_names())
+def test_each_sampler_proposes_valid_candidates_of_the_conditional_space(name: str) -> None:
     study = _study(name, seed=3, startup_trials=3, population_size=4)
     options = device_options(TINY, PROFILE)
     for _ in range(8):
@@ -85,7 +86,7 @@ def test_the_grid_covers_every_valid_combination_once_then_repeats_without_stopp
     expected = _every_valid_candidate()
     assert len(expected) == 30
     study = _study("grid", seed=1)
-    proposed = []
+    proposed: list[str] = []
     while len(proposed) < len(expected):
         # Two devices ask before either tells: running trials are not proposed again.
         pair = [study.ask() for _ in range(2)]
@@ -141,7 +142,7 @@ def test_the_grid_refuses_a_continuous_range_naming_the_file_and_field(
     assert not experiment.run_dir.exists()  # refused before any study was made
 
 
-def _infeasible_picks(name: SamplerName, constrained: bool, trials: int) -> int:
+def _infeasible_picks(name: str, constrained: bool, trials: int) -> int:
     """How often the second half of a seeded search proposes the dominant, infeasible torch."""
     study = _study(name, seed=0, startup_trials=6, population_size=6)
     picks = []
@@ -155,7 +156,7 @@ def _infeasible_picks(name: SamplerName, constrained: bool, trials: int) -> int:
 
 @pytest.mark.parametrize(("name", "trials"), [("tpe", 20), ("nsga2", 20), ("nsga3", 20),
                                               ("gp", 16)])
-def test_constraints_steer_the_samplers_that_support_them(name: SamplerName, trials: int) -> None:
+def test_constraints_steer_the_samplers_that_support_them(name: str, trials: int) -> None:
     # Same seed, same results; only whether the memory bound is recorded differs. Unconstrained,
     # the sampler closes in on torch (it dominates); constrained, it learns torch is infeasible.
     unconstrained = _infeasible_picks(name, False, trials)

@@ -18,12 +18,12 @@ import pytest
 import yaml
 
 from dse.api import load_experiment, run_campaign
-from dse.farm.dispatcher import FrontPoint, Screening
-from dse.farm.worker import screening_measure, screening_verdict
+from dse.farm.screening import FrontPoint, Screening, screening_measure, screening_verdict
 from dse.results import screening_summary
+from dse.search.baseline_plan import plan_baseline
 from dse.search.pareto import CI_COLUMNS, noise_aware_mask, pareto_front, pareto_mask
 from dse.search.screening import CI_QUANTILES, FrontTracker, screening_request
-from dse.search.study import open_experiment_studies, plan_baseline
+from dse.search.study import open_experiment_studies
 from dse.spec import MeasureSpec
 from dse.spec.models import BaselineSpec, ConstraintSpec, ScreeningSpec
 from tests.conftest import TINY_SPACE, tiny_experiment_text

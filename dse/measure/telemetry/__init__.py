@@ -19,7 +19,8 @@ from dse.measure.telemetry.base import (
     Window,
     register_probe,
 )
-from dse.measure.telemetry.entries import entry_name, make_probe, make_probes, parse_entry
+from dse.measure.telemetry.entries import make_probe, make_probes
+from dse.spec.telemetry import entry_name, parse_entry
 
 __all__ = [
     "PROBES",

@@ -26,11 +26,14 @@ import abc
 import math
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
+
+# The registry lives at the bottom of the layers; probes keep importing it from here.
+from dse.parts.probes import PROBES as PROBES
+from dse.parts.probes import register_probe as register_probe
 
 
 @dataclass
@@ -158,16 +161,3 @@ class Probe(abc.ABC):
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
             self._sample()
-
-
-PROBES: dict[str, type[Probe]] = {}
-
-
-def register_probe(name: str) -> Callable[[type[Probe]], type[Probe]]:
-    """Class decorator: make a probe available to device profiles under ``name``."""
-
-    def add(cls: type[Probe]) -> type[Probe]:
-        PROBES[name] = cls
-        return cls
-
-    return add

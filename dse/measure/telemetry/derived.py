@@ -31,6 +31,7 @@ import math
 from collections.abc import Sequence
 from itertools import pairwise
 
+from dse.counters import counter_step
 from dse.measure.telemetry.base import ProbeResult, Trace, Window
 
 
@@ -89,17 +90,15 @@ def counter_delta(values: Sequence[float], wrap: float | None) -> float:
             f"a counter needs two valid readings, got {len(finite)} of {len(values)}")
     total = 0.0
     for previous, current in pairwise(finite):
-        step = current - previous
-        if step < 0:
-            if wrap is None:
-                raise TelemetryGapError(
-                    f"counter went down from {previous:g} to {current:g} and has no wrap range "
-                    f"(reset?)")
-            step += wrap
-            if step < 0:
-                raise TelemetryGapError(
-                    f"counter went down from {previous:g} to {current:g}, more than its wrap range "
-                    f"{wrap:g}")
+        step = counter_step(previous, current, wrap)
+        if step is None and wrap is None:
+            raise TelemetryGapError(
+                f"counter went down from {previous:g} to {current:g} and has no wrap range "
+                f"(reset?)")
+        if step is None:
+            raise TelemetryGapError(
+                f"counter went down from {previous:g} to {current:g}, more than its wrap range "
+                f"{wrap:g}")
         total += step
     return total
 

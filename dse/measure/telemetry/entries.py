@@ -1,121 +1,23 @@
-"""A device profile's ``telemetry:`` entries: checked against the probes' settings, turned into probes.
-
-An entry is a probe name (``nvml``) or a one-key mapping from a probe name to its settings
-(``{thermal_zones: {zones: [x86_pkg_temp], interval_s: 1.0}}``); the settings a probe accepts are its
-``settings_model`` (see :mod:`~dse.measure.telemetry.base`). :func:`checked_entry` is what the
-profile's validation calls, so a bad entry fails when the profile is loaded, with one line naming the
-settings allowed; :func:`make_probes` builds the probes on the device.
-"""
+"""A device profile's ``telemetry:`` entries turned into probes on the device (the entries were
+checked when the profile was loaded: :mod:`dse.spec.telemetry`)."""
 
 from __future__ import annotations
 
-import types
-import typing
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
+from typing import cast
 
-from pydantic import ValidationError
+from dse.measure.telemetry.base import PROBES, Probe
+from dse.spec.telemetry import entry_name, parse_entry
 
-from dse.measure.telemetry.base import PROBES, Probe, ProbeSettings
-
-_SHAPE = "expected a probe name or a one-key mapping {probe: {setting: value, ...}}"
-
-
-def parse_entry(entry: object) -> tuple[str, ProbeSettings]:
-    """The probe an entry names and its validated settings; ValueError with a one-line reason
-    (the entry's position is the caller's to add)."""
-    if isinstance(entry, str):
-        name, raw = entry, None
-    elif isinstance(entry, Mapping):
-        if len(entry) != 1:
-            raise ValueError(f"{_SHAPE}; found a mapping with {len(entry)} keys {list(entry)}")
-        ((name, raw),) = entry.items()
-    else:
-        raise ValueError(f"{_SHAPE}; found {entry!r}")
-    if not isinstance(name, str) or name not in PROBES:
-        raise ValueError(f"unknown probe {name!r}; allowed: {', '.join(sorted(PROBES))}")
-    model = PROBES[name].settings_model
-    if raw is None:  # ``- thermal_zones:`` in YAML: the name with nothing set
-        raw = {}
-    if not isinstance(raw, Mapping):
-        raise ValueError(f"{name}: settings must be a mapping {{setting: value}}, found {raw!r}; "
-                         f"allowed settings: {describe_settings(model)}")
-    try:
-        return name, model.model_validate(raw)
-    except ValidationError as exc:
-        problems = "; ".join(_describe_error(name, error) for error in exc.errors())
-        raise ValueError(f"{problems}; allowed settings: {describe_settings(model)}") from None
-
-
-def checked_entry(entry: object) -> str | dict[str, dict[str, Any]]:
-    """An entry as a profile keeps it, after :func:`parse_entry` accepted it: a name stays a name,
-    a mapping keeps the settings as given (converted to their types, plain data for YAML/JSON)."""
-    name, settings = parse_entry(entry)
-    if isinstance(entry, str):
-        return name
-    return {name: settings.model_dump(mode="json", exclude_unset=True)}
-
-
-def entry_name(entry: object) -> str:
-    """The probe name of an entry already checked by :func:`checked_entry`."""
-    if isinstance(entry, Mapping):
-        return str(next(iter(entry)))
-    return str(entry)
+__all__ = ["entry_name", "make_probe", "make_probes", "parse_entry"]
 
 
 def make_probe(entry: object) -> Probe:
     """The probe an entry describes, built with its settings (unset ones keep the probe's defaults)."""
     name, settings = parse_entry(entry)
-    return PROBES[name](**settings.model_dump(exclude_unset=True))
+    return cast(Probe, PROBES[name](**settings.model_dump(exclude_unset=True)))
 
 
 def make_probes(entries: Iterable[object]) -> list[Probe]:
     """One probe per entry of a profile's ``telemetry:`` list, in the listed order."""
     return [make_probe(entry) for entry in entries]
-
-
-def describe_settings(model: type[ProbeSettings]) -> str:
-    """``interval_s (float, default 0.5), zones (list[str] | null, default null)``: for errors."""
-    return ", ".join(
-        f"{name} ({_type_text(field.annotation)}, default {_value_text(field.default)})"
-        for name, field in model.model_fields.items())
-
-
-def entries_json_schema() -> dict[str, Any]:
-    """JSON schema of a ``telemetry:`` list, for editor completion: each item a probe name, or a
-    one-key mapping from a probe name to that probe's settings."""
-    with_settings = []
-    for name in sorted(PROBES):
-        settings = PROBES[name].settings_model.model_json_schema()
-        settings.pop("title", None)
-        # ``- thermal_zones:`` (nothing set) reads as null in YAML, and is accepted.
-        with_settings.append({"type": "object", "required": [name], "additionalProperties": False,
-                              "properties": {name: {"anyOf": [settings, {"type": "null"}]}}})
-    return {"type": "array", "items": {"anyOf": [{"enum": sorted(PROBES), "type": "string"},
-                                                 *with_settings]}}
-
-
-def _describe_error(probe: str, error: Any) -> str:
-    """``thermal_zones.interval_s: Input should be greater than 0, found -1``."""
-    path = probe
-    for part in error["loc"]:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}"
-    if error["type"] == "extra_forbidden":
-        return f"{path}: unknown setting"
-    if error["type"] == "value_error":
-        return f"{path}: {error['ctx']['error']}"
-    return f"{path}: {error['msg']}, found {error['input']!r}"
-
-
-def _type_text(annotation: Any) -> str:
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return " | ".join("null" if arg is type(None) else _type_text(arg) for arg in args)
-    if origin is list:
-        return f"list[{_type_text(args[0])}]"
-    return str(getattr(annotation, "__name__", annotation))
-
-
-def _value_text(value: object) -> str:
-    return "null" if value is None else str(value)

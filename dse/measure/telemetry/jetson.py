@@ -17,6 +17,8 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from dse.host_facts import l4t_release as l4t_release
+from dse.host_facts import read_text as read_text
 from dse.measure.telemetry.base import ProbeResult, Trace, Window
 from dse.measure.telemetry.derived import TelemetryGapError, power_energy
 
@@ -35,14 +37,6 @@ _NO_SENSOR_C = -200.0
 #: Zones whose value is not a measured temperature: ``PMIC-Die`` (Nano, Xavier, r32) reports a fixed
 #: 100 °C threshold, ``thermal-fan-est`` (Xavier) is a weighted estimate computed from other zones.
 _NOT_A_SENSOR = ("pmic", "fan-est")
-
-
-def read_text(path: Path) -> str | None:
-    """The stripped content of a sysfs file, or None when it is absent or unreadable."""
-    try:
-        return path.read_text().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
 
 
 def read_number(path: Path) -> float:
@@ -106,20 +100,6 @@ def peak_temperature(trace: Trace, channels: Iterable[str]) -> float | None:
         if is_real_temperature(name.removeprefix("temp."), value)
     ]
     return max(peaks) if peaks else None
-
-
-_RELEASE = re.compile(r"#\s*R(\d+)\s*\(release\),\s*REVISION:\s*([\d.]+)")
-
-
-def l4t_release(root: Path = Path("/")) -> str | None:
-    """The L4T release from ``/etc/nv_tegra_release``, e.g. ``"R35.4.1"``; None off a Jetson.
-
-    The first line reads ``# R35 (release), REVISION: 4.1, GCID: ..., BOARD: ...`` on every L4T
-    from r32 (JetPack 4) to r36 (JetPack 6).
-    """
-    text = read_text(root / "etc/nv_tegra_release")
-    match = _RELEASE.search(text or "")
-    return f"R{match[1]}.{match[2]}" if match else None
 
 
 _PMODE = re.compile(r"pmode:\s*(\d+)")

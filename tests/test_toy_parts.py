@@ -1,10 +1,13 @@
-"""A backend is one registration: a toy backend written in this file only — declared, registered
-and loaded through ``$DSE_PLUGINS`` — validates in YAML, is offered by the search space, and runs
-in a real campaign (``dse run``: an embedded Ray, a device worker that builds, compiles and measures
-it), with no other file of dse changed. Nothing in dse names it.
+"""A part is one registration: a toy backend, a toy telemetry probe and a toy model family written
+in this file only — declared, registered and loaded through ``$DSE_PLUGINS`` — validate in YAML,
+are offered by the search space, and run in a real campaign (``dse run``: an embedded Ray, a
+device worker that trains the toy family, builds, compiles and measures it under the toy probe),
+with no other file of dse changed. Nothing in dse names them.
 
-The toy runs the trained torch module in a copy of its own (``copies`` knob: how many forward
-passes per batch, so that its knob shows in the latency), at fp32 on CPUs only.
+The toy backend runs the trained torch module in a copy of its own (``copies`` knob: how many
+forward passes per batch, so that its knob shows in the latency), at fp32 on CPUs only. The toy
+probe counts its own readings over the window (a metric the search space declares); the toy
+family is a two-layer perceptron on the digits.
 """
 
 from __future__ import annotations
@@ -23,9 +26,13 @@ import pytest
 
 from dse.backends import Backend, BackendDeclaration, Capability, Runner, register_backend
 from dse.exceptions import BuildError
+from dse.measure.telemetry import Probe, ProbeResult, ProbeSettings, Trace, Window, register_probe
+from dse.models import ModelFamily, register_family
 from tests.conftest import LOCAL_CPU, REPO, TINY_SPACE
 
 NAME = "toy_torch"
+PROBE = "toy_reads"
+FAMILY = "toy_mlp"
 PLUGIN = f"{__name__}:register"
 
 
@@ -80,23 +87,91 @@ class ToyBackend(Backend):
         return ToyRunner(module, batch_size, int(knobs.get("copies", 1)), threads)
 
 
+class ToyProbeSettings(ProbeSettings):
+    every: int = 1  # keep every n-th reading in the count
+
+
+class ToyProbe(Probe):
+    """Counts its own readings over the window: a sensor that is always there."""
+
+    name = PROBE
+    provides = ("toy_probe_reads",)
+    units = {"reading": "1"}  # noqa: RUF012 - the base class's ClassVar
+    settings_model = ToyProbeSettings
+
+    def __init__(self, interval_s: float = 0.01, every: int = 1) -> None:
+        super().__init__(interval_s)
+        self.every = every
+
+    def available(self) -> tuple[bool, str]:
+        return True, ""
+
+    def read(self) -> dict[str, float]:
+        return {"reading": 1.0}
+
+    def summarize(self, trace: Trace, window: Window) -> ProbeResult:
+        return ProbeResult(metrics={"toy_probe_reads": float(len(trace.timestamps) // self.every)})
+
+
+class ToyFamily(ModelFamily):
+    """Flatten the 1x8x8 digit, one hidden layer of ``hidden`` units, ReLU, ten logits."""
+
+    name = FAMILY
+    arch_params = frozenset({"hidden"})
+    input_shape = (1, 8, 8)
+    num_classes = 10
+    dataset = "digits"
+
+    def validate(self, arch: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(arch) - self.arch_params)
+        hidden = arch.get("hidden", 16)
+        if unknown or not isinstance(hidden, int) or not 1 <= hidden <= 256:
+            raise ValueError(f"the toy family takes hidden (an integer in 1..256); got {dict(arch)}")
+        return {"hidden": int(hidden)}
+
+    def build(self, arch: Mapping[str, Any]) -> Any:
+        import torch
+
+        hidden = self.validate(arch)["hidden"]
+        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, hidden),
+                                   torch.nn.ReLU(), torch.nn.Linear(hidden, 10))
+
+
 def register() -> None:
-    """The plugin's entry (``DSE_PLUGINS=tests.test_toy_backend:register``): registering at
-    import would put the toy into the registry of the test process itself."""
+    """The plugin's entry (``DSE_PLUGINS=tests.test_toy_parts:register``): registering at import
+    would put the toys into the registries of the test process itself."""
     register_backend(ToyBackend)
+    register_probe(PROBE)(ToyProbe)
+    register_family(ToyFamily)
 
 
 SPACE = TINY_SPACE.replace(  # the toy in torch's place, beside onnxruntime
     "    torch:\n      knobs:\n        num_threads: [1]\n",
     f"    {NAME}:\n      knobs:\n        threads: [1]\n        copies: [1, 3]\n").replace(
-    "width_mult: [0.5, 1.0]", "width_mult: [1.0]").replace(
+    """  family: cnn
+  arch:
+    num_stages: [1]
+    depth: [1]
+    width_mult: [0.5, 1.0]
+    kernel_size: [3]
+    expand_ratio: [2]
+""", f"""  family: {FAMILY}
+  arch:
+    hidden: [16]
+""").replace(
     "batch_sizes: [1, 4]", "batch_sizes: [1]").replace(
+    "constraints:\n", """metrics:
+  - {name: toy_probe_reads, unit: '1', direction: maximize, description: the toy probe's readings}
+constraints:
+  - toy_probe_reads >= 2
+""").replace(
     # The median: the half-second measurement window holds too few calls of a torch module for a
     # p99's interval on a busy machine.
     "metric: latency_p99_ms", "metric: latency_p50_ms")
 
 PROFILE = LOCAL_CPU.replace("name: local-cpu", "name: toy-cpu").replace(
-    "backends: [onnxruntime, torch]", f"backends: [{NAME}, onnxruntime]")
+    "backends: [onnxruntime, torch]", f"backends: [{NAME}, onnxruntime]").replace(
+    "telemetry: [process_memory,", f"telemetry: [{{{PROBE}: {{every: 1}}}}, process_memory,")
 
 EXPERIMENT = """\
 name: toy
@@ -127,10 +202,32 @@ def _dse(*args: str, plugins: str | None) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=900, cwd=REPO, env=env)
 
 
-def test_without_the_plugin_the_toy_backend_is_unknown(tmp_path: Path) -> None:
-    done = _dse("validate", str(_lay_out(tmp_path)), plugins=None)
+def test_without_the_plugin_the_toy_parts_are_unknown(tmp_path: Path) -> None:
+    experiment = _lay_out(tmp_path)
+    done = _dse("validate", str(experiment), plugins=None)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert f"deployment.backends.{NAME}: found '{NAME}'; allowed: onnxruntime," in done.stderr
+    assert f"model.family: found '{FAMILY}'; allowed: cnn, transformer" in done.stderr
+    profile = tmp_path / "hw_profiles" / "toy-cpu.yaml"
+    profile.write_text(PROFILE.replace(f"backends: [{NAME}, onnxruntime]", "backends: [onnxruntime]"))
+    done = _dse("validate", str(profile), plugins=None)
+    assert done.returncode == 2 and f"unknown probe '{PROBE}'" in done.stderr, done.stderr
+
+
+def test_bad_settings_of_the_toy_probe_and_family_are_refused_at_validate(tmp_path: Path) -> None:
+    experiment = _lay_out(tmp_path)
+    (tmp_path / "hw_profiles" / "toy-cpu.yaml").write_text(
+        PROFILE.replace("{every: 1}", "{often: 2}"))
+    done = _dse("validate", str(experiment), plugins=PLUGIN)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{PROBE}.often: unknown setting; allowed settings: interval_s (float, default 0.01), " \
+           "every (int, default 1)" in done.stderr, done.stderr
+    _lay_out(tmp_path)
+    (tmp_path / "search_spaces" / "toy.yaml").write_text(SPACE.replace("hidden: [16]",
+                                                                       "hidden: [16, 999]"))
+    done = _dse("validate", str(experiment), plugins=PLUGIN)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "the toy family takes hidden (an integer in 1..256)" in done.stderr, done.stderr
 
 
 def test_a_bad_knob_value_of_the_toy_is_refused_at_validate(tmp_path: Path) -> None:
@@ -156,6 +253,11 @@ def test_a_backend_defined_only_here_runs_in_a_real_campaign(tmp_path: Path) -> 
     assert set(measured["param.precision"]) == {"fp32"}
     assert measured["latency_p50_ms [ms]"].notna().all()
     assert set(trials["param.backend"]) == {NAME, "onnxruntime"}
+    # The toy family was trained (an accuracy on the digits) and the toy probe read every window.
+    ok = trials[trials["status"] == "ok"]
+    assert len(ok) == 4 and set(ok["param.arch.hidden"]) == {16}, shown.to_string()
+    assert (ok["accuracy [fraction]"] > 0.3).all(), ok["accuracy [fraction]"].to_string()
+    assert (ok["toy_probe_reads [1]"] >= 2).all(), ok["toy_probe_reads [1]"].to_string()
 
 
 def test_a_plugin_that_cannot_load_is_one_line(tmp_path: Path) -> None:
@@ -169,7 +271,7 @@ def test_a_plugin_that_cannot_load_is_one_line(tmp_path: Path) -> None:
 def test_a_name_is_registered_once() -> None:
     from dse.parts.registry import Registry
 
-    things: Registry[int] = Registry("thing", lambda item: f"item {item}")
+    things: Registry[int] = Registry("thing", (), lambda item: f"item {item}")
     things.register("a", 1)
     with pytest.raises(ValueError, match="thing 'a' is already registered "
                                          r"\(by item 1\); a name is given once"):

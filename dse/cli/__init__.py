@@ -1,0 +1,40 @@
+"""The `dse` command line: run | calibrate | validate | report | schema | devices | worker | cluster.
+
+Each group of commands is a module of this package; this one gathers them into one typer app and
+is the entry point (the ``dse`` script and ``python -m dse.cli``).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from dse.cli.campaign_commands import calibrate, report_cmd, run
+from dse.cli.common import EXIT_SPEC
+from dse.cli.farm_commands import cluster_app, devices, worker
+from dse.cli.file_commands import schema, validate
+from dse.exceptions import DseError
+
+app = typer.Typer(
+    help="Hardware-aware design-space exploration: search architecture and deployment stack "
+         "together, measured on real devices.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+)
+# Registered in the order `dse --help` lists them.
+app.command()(validate)
+app.command()(schema)
+app.command()(run)
+app.command()(calibrate)
+app.command("report")(report_cmd)
+app.add_typer(cluster_app, name="cluster")
+app.command()(worker)
+app.command()(devices)
+
+
+def main() -> None:
+    try:
+        app()
+    except DseError as exc:  # any error that escaped a command still gets one clear line
+        print(exc, file=sys.stderr)
+        sys.exit(EXIT_SPEC)

@@ -1,0 +1,116 @@
+"""How a campaign run looks in the terminal: a progress bar, one line per finished trial, and the
+Pareto front as a table narrow enough for a terminal (its caption spells out the abbreviations)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from rich.console import Console
+
+    from dse.search.loop import TrialOutcome
+
+
+def progress_printer(console: Console) -> tuple[object, object]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                        MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False)
+    return progress, progress.add_task("completed trials", total=None)
+
+
+def describe(outcome: TrialOutcome) -> str:
+    c = outcome.candidate
+    head = f"#{outcome.number} {c.device_profile}"
+    if c.backend:
+        head += f" {c.backend}/{c.precision} b{c.batch_size}"
+    if c.params:  # free parameters, as compact as the arch and knobs of the front table
+        head += " " + " ".join(f"{key}={_value(value)}" for key, value in c.params.items())
+    if outcome.status != "ok":
+        return f"{head}: {outcome.status}: {outcome.reason[:80]}"
+    reused = f" (reused #{outcome.reused_from})" if outcome.reused_from is not None else ""
+    if outcome.fidelity == "screen":
+        reused += " (screened out)"
+    if outcome.quality not in (None, "ok"):
+        reused += f" [{outcome.quality}]"
+    m = outcome.metrics
+    if "accuracy" in m or "latency_p99_ms" in m or not m:
+        return (f"{head}: acc {m.get('accuracy', float('nan')):.3f}, "
+                f"p99 {m.get('latency_p99_ms', float('nan')):.3f} ms{reused}")
+    # An evaluator's own metrics: the first few, as it reported them.
+    return f"{head}: " + ", ".join(f"{k} {v:.4g}" for k, v in list(m.items())[:3]) + reused
+
+
+def _value(value: object) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _abbreviation(key: str) -> str:
+    """``num_stages`` -> ``ns``: the terminal table is narrow; its caption spells them out."""
+    return "".join(part[0] for part in key.split("_") if part)
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def front_table(front: pd.DataFrame, objectives: list[str]) -> object:
+    """The front as a table that fits a terminal: one compact cell per part of the configuration."""
+    import pandas as pd
+    from rich.table import Table
+
+    from dse.results import PARAM_PREFIX, has_unclean, metric_column
+
+    legend: dict[str, str] = {}
+    # Free parameters are the param.* columns that are not the model's or the deployment's.
+    own = ("param.family", "param.backend", "param.precision", "param.batch_size",
+           "param.arch.", "param.knob.")
+    free = [c for c in front.columns if c.startswith(PARAM_PREFIX) and not c.startswith(own)]
+    deployed = "param.backend" in front.columns
+
+    def joined(row: pd.Series, prefix: str) -> str:
+        cells = []
+        for column in row.index:
+            if column.startswith(prefix) and not pd.isna(row[column]):
+                key = column.removeprefix(prefix)
+                legend[_abbreviation(key)] = key
+                cells.append(f"{_abbreviation(key)}={row[column]}")
+        return " ".join(cells)
+
+    def values(row: pd.Series) -> str:
+        return " ".join(f"{c.removeprefix(PARAM_PREFIX)}={_value(row[c])}" for c in free
+                        if not pd.isna(row[c]))
+
+    # The device column only when the front spans several devices: a terminal table is narrow;
+    # the quality column only when a trial on it was not measured cleanly (non_ok_on_front).
+    several = bool(len(front)) and front["device"].nunique() > 1
+    unclean = has_unclean(front)
+    table = Table(title=f"Pareto front ({len(front)} points)")
+    table.add_column("trial", justify="right")
+    if several:
+        table.add_column("device")
+    if deployed:
+        table.add_column("runtime")
+        table.add_column("batch", justify="right")
+        table.add_column("arch", overflow="fold")
+        table.add_column("knobs", overflow="fold")
+    if free:
+        table.add_column("parameters", overflow="fold")
+    for name in objectives:
+        table.add_column(metric_column(name), justify="right", overflow="fold")
+    if unclean:
+        table.add_column("quality")
+    for _, row in front.iterrows():
+        cells = [str(row["trial"]), *([str(row["device"])] if several else [])]
+        if deployed:
+            cells += [f"{row['param.backend']}/{row['param.precision']}",
+                      str(row["param.batch_size"]), joined(row, "param.arch."),
+                      joined(row, "param.knob.")]
+        if free:
+            cells.append(values(row))
+        quality = [str(row["measurement_quality"]) if not pd.isna(row["measurement_quality"])
+                   else ""] if unclean else []
+        table.add_row(*cells, *[_number(row[metric_column(n)]) for n in objectives], *quality)
+    table.caption = ", ".join(f"{short}={full}" for short, full in sorted(legend.items()))
+    return table

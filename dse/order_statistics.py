@@ -1,0 +1,55 @@
+"""Distribution-free confidence intervals of quantiles from binomial order statistics: which
+ranks bracket a quantile, and how many independent samples a percentile's interval needs. The
+measurement (:mod:`dse.measure.stats`) and the YAML checks (sample floors) both read it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from scipy.stats import binom  # at import, not on first use: its import must not land in a window
+
+CONFIDENCE = 0.95
+
+# (name, quantile) of every percentile reported; each gets a CI when n supports one.
+PERCENTILES: tuple[tuple[str, float], ...] = (
+    ("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99), ("p999", 0.999))
+
+
+def quantile_ci_ranks(n: int, q: float, confidence: float = CONFIDENCE) -> tuple[int, int] | None:
+    """1-based ranks (l, u) with P(x_(l) <= quantile_q < x_(u)) >= ``confidence``, or None when
+    ``n`` samples are too few for such an interval (e.g. p99 needs a few hundred)."""
+    alpha = 1.0 - confidence
+    # One call for both ends: scipy's argument handling costs far more than the quantiles.
+    lower, upper = binom.ppf([alpha / 2, 1 - alpha / 2], n, q)
+    low = int(lower)       # smallest k with F(k) >= alpha/2
+    high = int(upper) + 1  # F(high - 1) >= 1 - alpha/2
+    if low < 1 or high > n:
+        return None
+    return low, high
+
+
+@functools.cache
+def samples_for_ci(quantile: float, confidence: float = CONFIDENCE) -> int:
+    """The fewest independent samples that give the ``quantile`` a confidence interval (6 for the
+    median, 368 for p99, 3688 for p99.9); correlated samples need more
+    (:mod:`dse.measure.stats`)."""
+    if not 0 < quantile < 1:
+        raise ValueError(f"quantile must lie in (0, 1), got {quantile}")
+    low, high = 2, 2
+    while quantile_ci_ranks(high, quantile, confidence) is None:
+        low, high = high, high * 2
+    while low < high:  # the first n that has one; more samples never lose it
+        middle = (low + high) // 2
+        if quantile_ci_ranks(middle, quantile, confidence) is None:
+            low = middle + 1
+        else:
+            high = middle
+    return high
+
+
+def percentile_quantile(name: str) -> float:
+    """The quantile of a reported percentile's name (``p99`` -> 0.99); KeyError if none."""
+    return dict(PERCENTILES)[name]
+
+

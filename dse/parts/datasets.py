@@ -1,0 +1,46 @@
+"""The datasets accuracy is trained and evaluated on, by name (:data:`DATASETS`), each declared
+once by its own module (:class:`DatasetDeclaration`, registered with :func:`register_dataset`):
+dse's own in ``dse/quality/``, others from ``$DSE_PLUGINS``. The YAML enum of dataset names and
+the model-to-dataset shape check are derived from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from dse.parts.registry import Registry
+
+
+@dataclass(frozen=True)
+class DatasetDeclaration:
+    """A dataset of labelled samples for short training and accuracy.
+
+    Attributes:
+        name: the name search spaces use (``model.dataset``) and families declare.
+        problem: ``sample_shape -> why the dataset cannot feed samples of that shape`` (None
+            when it can); cheap, no data loaded.
+        load: ``(seed, sample_shape) -> split`` with ``x_train``, ``y_train``, ``x_test``,
+            ``y_test`` (float32 samples, int64 classes); the same seed gives the same split.
+        summary: one line for listings.
+    """
+
+    name: str
+    problem: Callable[[tuple[int, ...]], str | None]
+    load: Callable[[int, tuple[int, ...]], Any]
+    summary: str = ""
+
+
+DATASETS: Registry[DatasetDeclaration] = Registry(
+    "dataset", ("dse.quality",), lambda declared: f"the declaration of {declared.name!r}")
+
+
+def register_dataset(declaration: DatasetDeclaration) -> DatasetDeclaration:
+    """Register a dataset under its name (a name given twice is refused)."""
+    return DATASETS.register(declaration.name, declaration)
+
+
+def dataset_names() -> tuple[str, ...]:
+    """Every registered dataset's name, sorted."""
+    return DATASETS.names()

@@ -1,0 +1,57 @@
+"""What every part of dse may ask about a sampler, declared once by the module that builds it
+(:class:`SamplerDeclaration`, registered with :func:`register_sampler`): how to build it from the
+experiment's ``sampler:`` settings and whether it needs a discrete space. The YAML enum of
+``sampler.name`` and the grid check are derived from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from dse.parts.registry import Registry
+
+
+class SamplerSettings(Protocol):
+    """The experiment's ``sampler:`` block as a sampler's builder reads it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def startup_trials(self) -> int: ...
+    @property
+    def population_size(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class SamplerDeclaration:
+    """A sampler of candidates.
+
+    Attributes:
+        name: the value of ``sampler.name`` that chooses it.
+        build: ``(settings, seed) -> optuna.samplers.BaseSampler``; imports Optuna itself.
+        summary: one line for the schema and listings.
+        needs_steps: it enumerates the space, so every continuous range needs a ``step``.
+    """
+
+    name: str
+    build: Callable[[SamplerSettings, int], Any]
+    summary: str
+    needs_steps: bool = False
+
+
+SAMPLERS: Registry[SamplerDeclaration] = Registry(
+    "sampler", ("dse.search.samplers",), lambda declared: f"the declaration of {declared.name!r}")
+
+
+def register_sampler(declaration: SamplerDeclaration) -> SamplerDeclaration:
+    """Register a sampler under its name (a name given twice is refused)."""
+    return SAMPLERS.register(declaration.name, declaration)
+
+
+def sampler_names() -> tuple[str, ...]:
+    """Every registered sampler's name, sorted."""
+    return SAMPLERS.names()

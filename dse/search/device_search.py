@@ -1,0 +1,136 @@
+"""One device profile's study as the search loop drives it: what it has learnt (earlier results
+that an identical candidate reuses, the fully measured front that screening compares with),
+learnt again from the stored trials when a run resumes, and each result recorded on its trial
+and told to Optuna."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from dse.columns import blocks_front
+from dse.metrics import current_metric_keys, is_measured
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import optuna
+
+    from dse.search.screening import FrontTracker
+    from dse.spec import HardwareProfile
+    from dse.spec.models import ConstraintSpec
+
+
+@dataclass
+class KnownResult:
+    """An earlier result that an identical candidate reuses instead of being measured again."""
+
+    number: int
+    status: str
+    reason: str
+    metrics: dict[str, float]
+    missing: dict[str, str]
+    quality: str | None = None
+
+
+class DeviceSearch:
+    """The study of one device profile and what it has learnt so far.
+
+    ``objectives`` and ``constraints`` are the search space's; ``non_ok_on_front``
+    (``measurement.non_ok_on_front``) whether a measurement that is not clean may be on the
+    front, and so screen other candidates out.
+    """
+
+    def __init__(self, profile: HardwareProfile, study: optuna.Study,
+                 tracker: FrontTracker | None, objectives: Sequence[str],
+                 constraints: Sequence[ConstraintSpec], non_ok_on_front: bool) -> None:
+        self.profile = profile
+        self.study = study
+        self.completed = 0
+        self.known: dict[str, KnownResult] = {}
+        # The fully measured front that screening compares with (None: no screening here).
+        self.tracker = tracker
+        self.objectives = list(objectives)
+        self.constraints = list(constraints)
+        self.non_ok_on_front = non_ok_on_front
+
+    def front_eligible(self, quality: str | None) -> bool:
+        """Whether a measurement of this quality may be on the front (and so screen others)."""
+        return not blocks_front(quality, self.non_ok_on_front)
+
+    def recover(self) -> None:
+        """Learn earlier results; fail trials a dead driver left running and re-queue them once,
+        and re-queue once the candidates an interrupt or a crash stopped mid-measurement."""
+        import optuna
+        from optuna.trial import TrialState
+
+        study = self.study
+        for frozen in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
+            attrs = frozen.user_attrs
+            if frozen.state == TrialState.RUNNING:
+                trial = optuna.trial.Trial(study, frozen._trial_id)
+                trial.set_user_attr("status", "failed")
+                trial.set_user_attr("reason", "the driver stopped while this trial ran")
+                trial.set_user_attr("interrupted", True)
+                study.tell(frozen.number, state=TrialState.FAIL)
+                _requeue_once(study, frozen)
+            elif attrs.get("interrupted"):
+                # Never measured to the end: no result to reuse, so measure it again (once).
+                _requeue_once(study, frozen)
+            elif "candidate_id" in attrs and "status" in attrs:
+                # A trial written before a metric was renamed holds its former name.
+                metrics = current_metric_keys(attrs.get("metrics") or {})
+                known = self.known.get(attrs["candidate_id"])
+                # A later success replaces an earlier failure of the same candidate.
+                if known is None or (known.status != "ok" and attrs["status"] == "ok"):
+                    self.known[attrs["candidate_id"]] = KnownResult(
+                        frozen.number, attrs["status"], attrs.get("reason", ""), metrics,
+                        current_metric_keys(attrs.get("missing") or {}),
+                        attrs.get("measurement_quality"))
+                if (self.tracker is not None and frozen.state == TrialState.COMPLETE
+                        and attrs["status"] == "ok" and "reused_from" not in attrs
+                        and attrs.get("fidelity") != "screen"
+                        and self.front_eligible(attrs.get("measurement_quality"))):
+                    self.tracker.add(frozen.number, metrics)
+        self.completed = sum(t.state == TrialState.COMPLETE
+                             for t in study.get_trials(deepcopy=False))
+
+    def record(self, trial: optuna.Trial, status: str, reason: str, metrics: dict[str, float],
+               missing: dict[str, str], quality: str | None) -> tuple[str, str]:
+        """Store the result on the trial and tell Optuna; returns the final status and reason
+        (an ok measurement without a value for an objective or constrained metric becomes
+        failed; a metric's defined infinitely bad value, as a proxy's -inf, is a value)."""
+        from optuna.trial import TrialState
+
+        if status == "ok":
+            absent = [m for m in self.objectives + [c.metric for c in self.constraints]
+                      if not is_measured(m, metrics.get(m, math.nan))]
+            if absent:
+                status = "failed"
+                reason = "; ".join(f"{m} not measured: {missing.get(m, 'no value')}"
+                                   for m in absent)
+        trial.set_user_attr("status", status)
+        trial.set_user_attr("reason", reason)
+        if status == "ok" and quality is not None:
+            # A measurement that is not clean stays in the study and the tables, shown apart,
+            # and (unless measurement.non_ok_on_front) off the reported front.
+            trial.set_user_attr("measurement_quality", quality)
+        trial.set_user_attr("metrics", metrics)
+        trial.set_user_attr("missing", missing)
+        if status != "ok":
+            self.study.tell(trial, state=TrialState.FAIL)
+            return status, reason
+        for constraint in self.constraints:
+            trial.set_constraint(str(constraint), constraint.violation(metrics[constraint.metric]))
+        self.study.tell(trial, [metrics[m] for m in self.objectives])
+        return status, reason
+
+
+def _requeue_once(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> None:
+    """Queue the trial's parameters again, unless it is itself a re-queue or was re-queued."""
+    if "requeued_from" in frozen.user_attrs or not frozen.params:
+        return
+    requeued = {t.user_attrs.get("requeued_from") for t in study.get_trials(deepcopy=False)}
+    if frozen.number not in requeued:
+        study.enqueue_trial(frozen.params, user_attrs={"requeued_from": frozen.number})

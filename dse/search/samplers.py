@@ -1,0 +1,104 @@
+"""dse's own samplers, each Optuna's, registered by name (:mod:`dse.parts.samplers`).
+
+Constraints reach them without a ``constraints_func``: the loop stores each constraint with
+``trial.set_constraint`` and Optuna 5's TPE, NSGA-II, NSGA-III and GP samplers read
+``trial.constraints`` themselves. (``constraints_func`` is deprecated in Optuna 5, and its
+``after_trial`` would store a second, unnamed copy of every constraint beside the named one.)
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING
+
+from dse.parts.samplers import SAMPLERS, SamplerDeclaration, SamplerSettings, register_sampler
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import optuna
+
+DEFAULT_POPULATION = 50  # Optuna's NSGAIISampler and NSGAIIISampler default
+
+
+def make_sampler(settings: SamplerSettings, resumed_trials: int) -> optuna.samplers.BaseSampler:
+    """The sampler ``settings.name`` names. The seed is offset by the trials already run, so a
+    resumed campaign continues the sequence instead of replaying the first proposals."""
+    from optuna.exceptions import ExperimentalWarning
+
+    with warnings.catch_warnings():
+        # Optuna 5 still calls NSGA-III and the brute-force grid experimental; chosen knowingly.
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        sampler: optuna.samplers.BaseSampler = SAMPLERS[settings.name].build(
+            settings, settings.seed + resumed_trials)
+        return sampler
+
+
+def _tpe(settings: SamplerSettings, seed: int) -> optuna.samplers.BaseSampler:
+    import optuna
+
+    # constant_liar: with several devices measuring at once, TPE treats the running trials as bad
+    # results instead of proposing the same region to every idle device.
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=settings.startup_trials,
+                                      multivariate=True, constant_liar=True)
+
+
+def _nsga2(settings: SamplerSettings, seed: int) -> optuna.samplers.BaseSampler:
+    import optuna
+
+    return optuna.samplers.NSGAIISampler(
+        seed=seed, population_size=settings.population_size or DEFAULT_POPULATION)
+
+
+def _nsga3(settings: SamplerSettings, seed: int) -> optuna.samplers.BaseSampler:
+    import optuna
+
+    return optuna.samplers.NSGAIIISampler(
+        seed=seed, population_size=settings.population_size or DEFAULT_POPULATION)
+
+
+def _gp(settings: SamplerSettings, seed: int) -> optuna.samplers.BaseSampler:
+    import optuna
+
+    # Running trials enter its q-batch acquisition, so parallel devices get distinct points. The
+    # precision and knobs of a backend are conditional parameters, which GP leaves to its random
+    # fallback; that is by design here, so no warning per trial.
+    return optuna.samplers.GPSampler(seed=seed, n_startup_trials=settings.startup_trials,
+                                     warn_independent_sampling=False)
+
+
+def _random(settings: SamplerSettings, seed: int) -> optuna.samplers.BaseSampler:
+    import optuna
+
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
+def _grid(settings: SamplerSettings, seed: int) -> optuna.samplers.BaseSampler:
+    """Optuna's BruteForceSampler, which walks a define-by-run space, so conditional parameters
+    (``precision.<backend>``, ``<backend>.<knob>``) give every valid combination once.
+    (GridSampler is a product over fixed names: it would propose each candidate once per value of
+    the other backends' parameters, and values the device lacks.)
+
+    Its ``after_trial`` only calls ``study.stop()`` once the grid is exhausted, which raises
+    outside ``study.optimize``; the search loop stops on its budget instead, and proposals past
+    the end of the grid repeat earlier candidates, which the loop reuses unmeasured.
+    """
+    import optuna
+
+    class ExhaustiveSampler(optuna.samplers.BruteForceSampler):
+        def after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial,
+                        state: optuna.trial.TrialState, values: Sequence[float] | None) -> None:
+            return None
+
+    return ExhaustiveSampler(seed=seed)
+
+
+for _declaration in (
+        SamplerDeclaration("tpe", _tpe, "multi-objective TPE"),
+        SamplerDeclaration("nsga2", _nsga2, "NSGA-II (genetic)"),
+        SamplerDeclaration("nsga3", _nsga3, "NSGA-III (genetic, reference points)"),
+        SamplerDeclaration("gp", _gp, "Gaussian process, constrained multi-objective"),
+        SamplerDeclaration("random", _random, "uniform random"),
+        SamplerDeclaration("grid", _grid, "every combination of a small space once",
+                           needs_steps=True)):
+    register_sampler(_declaration)

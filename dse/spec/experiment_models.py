@@ -1,0 +1,371 @@
+"""The experiment's models: sampler, warm start, screening, baseline, budget, interference policy,
+measurement protocol, farm and the ``ExperimentSpec`` that ties a search space to its devices."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from dse.spec.fields import (
+    NAME_PATTERN,
+    PERCENTILE_METRIC,
+    BackendName,
+    EvaluatorRef,
+    PercentileName,
+    Precision,
+    SamplerName,
+    Scalar,
+    Strict,
+)
+
+
+class SamplerSpec(Strict):
+    """The Optuna sampler that proposes candidates."""
+
+    name: SamplerName = Field(
+        default="tpe",
+        description="Sampler (each registered one; dse's own: tpe (multi-objective TPE), "
+                    "nsga2, nsga3 (genetic), gp (Gaussian process, constrained "
+                    "multi-objective), random, or grid (every combination of a small space "
+                    "once; ranges need a step)).")
+    seed: int = Field(default=0, ge=0, description="Sampler seed.")
+    startup_trials: int = Field(default=10, ge=1,
+                                description="Random trials before tpe or gp kicks in.")
+    population_size: int | None = Field(
+        default=None, ge=2,
+        description="Trials per generation of nsga2/nsga3 (none: Optuna's default of 50); keep "
+                    "it well under the budget, or the search never leaves its random first "
+                    "generation (benchmarks/search_efficiency.py: about 16 suits budgets of "
+                    "100-150).")
+
+
+_WARM_START_WORDS = {"auto": {}, "off": {"enabled": False}}
+
+
+class WarmStartSpec(Strict):
+    """Seeding a device's new study with the feasible Pareto front of another device's study of
+    the campaign (in the same storage). Written ``auto``, ``off``, or ``{from: <profile>,
+    max_trials: N}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True,
+                              validate_by_alias=True)
+
+    enabled: bool = Field(default=True, description="Seed new studies at all (off: false).")
+    source: str | None = Field(
+        default=None, alias="from", pattern=NAME_PATTERN,
+        description="Device profile whose study seeds the others (none: the study with the most "
+                    "completed trials).")
+    max_trials: int | None = Field(
+        default=None, ge=1,
+        description="At most this many seeded trials per study (none: half the budget).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _words(cls, data: object) -> object:
+        # YAML 1.1 reads a bare `off` as false and `on` as true.
+        if isinstance(data, bool):
+            data = "auto" if data else "off"
+        if isinstance(data, str):
+            if data not in _WARM_START_WORDS:
+                raise ValueError(f"warm_start must be auto, off or {{from: <profile>, "
+                                 f"max_trials: N}}, got {data!r}")
+            return _WARM_START_WORDS[data]
+        return data
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: Any, handler: Any) -> Any:
+        return {"anyOf": [{"enum": list(_WARM_START_WORDS), "type": "string"}, handler(schema)]}
+
+
+class ScreeningSpec(Strict):
+    """Multi-fidelity measurement: a short screening timing for every candidate; the full
+    protocol only for those that could still enter the device's noise-aware front."""
+
+    enabled: bool = Field(default=False, description="Screen candidates before the full protocol.")
+    target_rel_ci: float = Field(
+        default=0.05, gt=0, lt=1,
+        description="Screening stops once the 95% CI of the median is within ± this fraction.")
+    max_seconds: float = Field(default=0.5, gt=0,
+                               description="Most seconds of screening timing per candidate.")
+    margin: float = Field(
+        default=0.05, ge=0, lt=1,
+        description="Optimism for metrics measured without a confidence interval (memory, "
+                    "energy, throughput): a screened value counts as this fraction better.")
+
+
+class SearchSpec(Strict):
+    """How the search spends device time across devices and measurement fidelities."""
+
+    warm_start: WarmStartSpec = Field(
+        default_factory=WarmStartSpec,
+        description="auto, off, or {from: <profile>, max_trials: N}: seed a device's new study "
+                    "with another device's front.")
+    screening: ScreeningSpec = Field(default_factory=ScreeningSpec,
+                                     description="Screening measurement before the full one.")
+
+
+class BaselineSpec(Strict):
+    """The user's current configuration: measured first on every device that can run it, and
+    the reference every trial is reported against. It names a value for each parameter of the
+    search space, as the space groups them; every value must lie in the space."""
+
+    arch: dict[str, Scalar] = Field(
+        default_factory=dict,
+        description="A value for every architecture parameter of the space (spaces with a model).")
+    backend: BackendName | None = Field(
+        default=None, description="Backend of the current deployment (spaces with a deployment).")
+    precision: Precision | None = Field(
+        default=None, description="Precision of the current deployment (spaces with a deployment).")
+    batch_size: int | None = Field(
+        default=None, ge=1, le=65536,
+        description="Batch size of the current deployment (spaces with a deployment).")
+    knobs: dict[str, Scalar] = Field(
+        default_factory=dict,
+        description="A value for every knob the space searches for this backend.")
+    params: dict[str, Scalar] = Field(
+        default_factory=dict,
+        description="A value for every free parameter of the space (spaces with parameters:).")
+
+
+class BudgetSpec(Strict):
+    """When the campaign stops."""
+
+    trials: int = Field(ge=1, le=1_000_000, description="Completed trials the campaign aims for.")
+    max_failed: int = Field(default=50, ge=1,
+                            description="Stop, with an error, after this many failed or "
+                                        "infeasible trials in one run.")
+    trial_timeout_s: float = Field(default=600.0, gt=0,
+                                   description="A trial still running after this is failed.")
+
+
+class InterferenceSpec(Strict):
+    """What a measurement window may share with other work on its device, and what to do when it
+    shared more (figures from the ``cpu_interference`` probe, which runs in every window, and on
+    an NVIDIA GPU from the ``gpu_interference`` probe)."""
+
+    max_foreign_cpu_pct: float = Field(
+        default=20.0, ge=0, le=100, allow_inf_nan=False,
+        description="Most CPU time other processes may use in a window, as a share of all the "
+                    "CPUs' time in it (interference_cpu_pct), once they took CPU from the "
+                    "measurement (max_cpu_wait_pct).")
+    max_cpu_wait_pct: float = Field(
+        default=5.0, ge=0, le=100, allow_inf_nan=False,
+        description="Other processes beyond max_foreign_cpu_pct disturb a window only when the "
+                    "measuring process's threads also waited for a CPU longer than this share "
+                    "of their runnable time (cpu_wait_pct): work on free cores beside the "
+                    "measurement is not interference. Measured on a 2-core VM: 0.1% beside one "
+                    "busy loop on the other core, 45% with two.")
+    max_steal_pct: float = Field(
+        default=5.0, ge=0, le=100, allow_inf_nan=False,
+        description="Most time the hypervisor may give the CPUs to other guests (steal_pct).")
+    max_gpu_foreign_pct: float = Field(
+        default=5.0, ge=0, le=100, allow_inf_nan=False,
+        description="Most of the NVIDIA GPU's SMs other processes may use in a window "
+                    "(gpu_foreign_pct).")
+    max_gpu_foreign_processes: int = Field(
+        default=0, ge=0,
+        description="Most other processes that may hold a compute context on the NVIDIA GPU at "
+                    "once during a window (gpu_foreign_processes).")
+    action: Literal["remeasure", "flag", "ignore"] = Field(
+        default="remeasure",
+        description="remeasure: wait, then time the candidate again, up to max_remeasures times, "
+                    "and flag it disturbed if it never ran clean; flag: flag it at once; ignore: "
+                    "record the figures only.")
+    max_remeasures: int = Field(
+        default=2, ge=0, le=10,
+        description="Re-measurements at most of a window that was disturbed or unstable (its "
+                    "halves' medians more than 5% apart), with action remeasure.")
+    wait_s: float = Field(default=1.0, ge=0, le=60, allow_inf_nan=False,
+                          description="Seconds to wait before re-measuring, for the other work "
+                                      "to pass.")
+
+
+class MeasureSpec(Strict):
+    """How each candidate is timed: adaptive single-stream latency, optional offline and
+    sustained runs."""
+
+    target_rel_ci: float = Field(
+        default=0.01, gt=0, lt=1,
+        description="Stop once the 95% CI of the median is within ± this fraction of it.")
+    min_iters: int = Field(default=30, ge=1, description="Fewest timed iterations (a floor).")
+    max_iters: int = Field(default=1_000_000, ge=1, description="Most timed iterations (a cap).")
+    min_seconds: float = Field(default=0.2, ge=0, allow_inf_nan=False,
+                               description="Fewest seconds of timing.")
+    max_seconds: float = Field(
+        default=5.0, gt=0, allow_inf_nan=False,
+        description="Most seconds of timing (a cap: a run it stops below a floor is "
+                    "underpowered).")
+    warmup_max_seconds: float = Field(
+        default=1.0, ge=0, allow_inf_nan=False,
+        description="Cap on the warm-up that runs until the median settles.")
+    percentiles: list[PercentileName] | None = Field(
+        default=None,
+        description="Latency percentiles each run must give a 95% confidence interval (a floor "
+                    "on samples: p99 needs at least 368, p999 3688); a percentile without one "
+                    "is reported missing, never as a value. Default: p50 and every percentile "
+                    "an objective or constraint uses.")
+    blocks: int = Field(
+        default=3, ge=1, le=50,
+        description="Independent blocks each candidate is timed in, each warmed up afresh and "
+                    "given an equal share of the floors and caps; every reported interval also "
+                    "holds how much the blocks disagree (between_run_cv), which is what the next "
+                    "run sees. 1: one block, within-run intervals only.")
+    block_gap_s: float = Field(
+        default=0.0, ge=0, le=60, allow_inf_nan=False,
+        description="Seconds between blocks, spent calling the candidate untimed (the device stays "
+                    "under the same load): spreads the blocks in time, so the intervals also hold "
+                    "what drifts over that time, at that cost per candidate.")
+    timer: Literal["host", "cuda"] = Field(
+        default="host",
+        description="host: the host's monotonic clock around each call (a runner returns host "
+                    "memory, so a sample is end to end: copies, launches, device work). cuda: "
+                    "CUDA events around each call, read on the GPU's own clock (finer than the "
+                    "host's; for CUDA devices only, refused for the others at validate time).")
+    run_to_run: Literal["auto", "off"] = Field(
+        default="auto",
+        description="auto: where `dse calibrate` measured this device's run-to-run variation, "
+                    "every interval is at least as wide as it (what a later run of the same "
+                    "candidate would see); off: intervals from the run alone.")
+    offline_concurrency: int = Field(
+        default=0, ge=0, le=256,
+        description="Requests kept in flight for the offline throughput run (0: no such run).")
+    offline_seconds: float = Field(default=1.0, gt=0, allow_inf_nan=False,
+                                   description="Length of the offline throughput run.")
+    interference: InterferenceSpec = Field(
+        default_factory=InterferenceSpec,
+        description="Detecting other work during a window, and re-measuring or flagging it.")
+    non_ok_on_front: bool = Field(
+        default=False,
+        description="Let trials whose measurement is not clean (measurement_quality "
+                    "disturbed, underpowered or unstable) onto the reported front; by default "
+                    "they are kept in every table, shown apart, and off the front.")
+    sustained_seconds: float = Field(
+        default=0.0, ge=0, allow_inf_nan=False,
+        description="Run the candidate this long without pause and report latency drift beside "
+                    "thermal telemetry (0: no sustained run).")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> MeasureSpec:
+        if self.min_iters > self.max_iters:
+            raise ValueError(f"`min_iters <= max_iters` must hold, got {self.min_iters}, "
+                             f"{self.max_iters}")
+        if self.min_seconds > self.max_seconds:
+            raise ValueError(f"`min_seconds <= max_seconds` must hold, got {self.min_seconds}, "
+                             f"{self.max_seconds}")
+        # Here, not at the top: the statistics import scipy, which loading a spec should not.
+        from dse.order_statistics import percentile_quantile, samples_for_ci
+
+        if self.blocks > self.max_iters:
+            raise ValueError(f"`blocks <= max_iters` must hold, got {self.blocks}, "
+                             f"{self.max_iters}")
+        for name in self.percentiles or []:
+            needed = samples_for_ci(percentile_quantile(name))
+            if needed > self.max_iters:
+                raise ValueError(f"max_iters = {self.max_iters} can never give {name} a 95% "
+                                 f"confidence interval (that needs at least {needed} samples)")
+        return self
+
+    def for_metrics(self, names: Sequence[str]) -> MeasureSpec:
+        """This spec with :attr:`percentiles` filled in where unset: p50 and every latency
+        percentile (or its CI bound) among ``names``, the campaign's objectives and constraints."""
+        if self.percentiles is not None:
+            return self
+        used: list[PercentileName] = ["p50"]
+        for name in names:
+            match = PERCENTILE_METRIC.match(name)
+            if match and match["p"] not in used:
+                used.append(match["p"])  # type: ignore[arg-type]
+        return self.model_copy(update={"percentiles": used})
+
+    def required_quantiles(self) -> tuple[float, ...]:
+        """The quantiles of :attr:`percentiles` (p50 alone where none are set)."""
+        from dse.order_statistics import percentile_quantile
+
+        return tuple(percentile_quantile(name) for name in self.percentiles or ["p50"])
+
+    def latency_arguments(self) -> dict[str, Any]:
+        """The keyword arguments of ``dse.measure_latency`` that this protocol sets: one mapping
+        from the YAML to the harness, for every caller that times a candidate under it."""
+        return {"target_rel_ci": self.target_rel_ci, "min_iters": self.min_iters,
+                "max_iters": self.max_iters, "min_seconds": self.min_seconds,
+                "max_seconds": self.max_seconds, "warmup_max_seconds": self.warmup_max_seconds,
+                "required_quantiles": self.required_quantiles(), "blocks": self.blocks,
+                "block_gap_s": self.block_gap_s, "timer": self.timer}
+
+
+class FarmSpec(Strict):
+    """Where the devices are and how the farm treats faults."""
+
+    address: str | None = Field(
+        default=None,
+        description="Ray head address (HOST:PORT) of a device farm; none: an embedded local Ray. "
+                    "`dse run --address` overrides it.")
+    max_retries: int = Field(
+        default=2, ge=0, le=20,
+        description="Times a trial whose device worker or node died is re-dispatched to another "
+                    "device of the same profile before it is failed.")
+    quarantine_after: int = Field(
+        default=3, ge=1, le=1000,
+        description="A device whose trials fail this many times in a row is quarantined: it gets "
+                    "no more trials in this campaign.")
+
+
+class ExperimentSpec(Strict):
+    """A campaign: a search space on one or more devices, with a sampler and a budget."""
+
+    name: str = Field(pattern=NAME_PATTERN, description="Campaign name; names its run folder.")
+    description: str = Field(default="", description="What the campaign is for.")
+    search_space: Path = Field(description="Search-space YAML, relative to this file.")
+    devices: list[Path] = Field(min_length=1,
+                                description="Hardware-profile YAMLs, relative to this file.")
+    evaluator: EvaluatorRef | None = Field(
+        default=None,
+        description="A custom evaluator, module:function, that measures the candidates of every "
+                    "device but replay ones instead of the farm: function(candidate) -> "
+                    "{metric: value}. The module must be importable.")
+    sampler: SamplerSpec = Field(default_factory=SamplerSpec, description="Sampler settings.")
+    search: SearchSpec = Field(default_factory=SearchSpec,
+                               description="Warm start across devices and screening.")
+    baseline: BaselineSpec | None = Field(
+        default=None,
+        description="The current configuration, measured first and reported against (none: no "
+                    "baseline).")
+    budget: BudgetSpec = Field(description="Trial budget.")
+    measurement: MeasureSpec = Field(default_factory=MeasureSpec,
+                                     description="Latency sampling settings.")
+    farm: FarmSpec = Field(default_factory=FarmSpec,
+                           description="Device farm address and fault handling.")
+    storage: str = Field(
+        default="sqlite",
+        description="Where the campaign's study lives: sqlite (study.db in the run folder, the "
+                    "default), journal (Optuna's journal file, study.journal in the run folder), "
+                    "postgresql://USER@HOST[:PORT]/DATABASE (a server shared by a team; the "
+                    "password from PGPASSWORD or ~/.pgpass, never in this file), or env:NAME (an "
+                    "environment variable holding such a URL).")
+    runs_dir: Path = Field(default=Path("runs"),
+                           description="Where run folders go, relative to this file.")
+    dashboards_dir: Path = Field(default=Path("../dashboards"),
+                                 description="Where the dashboard goes, relative to this file.")
+    cache_dir: Path | None = Field(
+        default=None,
+        description="Build cache (trained weights, artifacts), relative to this file; campaigns "
+                    "and farm workers that name the same folder share it. Default: the run "
+                    "folder's cache/.")
+
+    @field_validator("storage")
+    @classmethod
+    def _storage_form(cls, value: str) -> str:
+        from dse.storage import STORAGE_FORMS, setting_problem
+
+        problem = setting_problem(value)
+        if problem is not None:
+            raise ValueError(f"{problem}; allowed: {STORAGE_FORMS}")
+        return value

@@ -16,9 +16,10 @@ from tests.cli.test_run import _start, read_until_trials
 from tests.conftest import tiny_experiment_text
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
-def test_a_stop_signal_mid_campaign_ends_it_like_ctrl_c(tiny_campaign: Path,
-                                                        stop: signal.Signals) -> None:
+def test_a_stop_signal_mid_campaign_ends_it_like_ctrl_c(tiny_campaign: Path) -> None:
+    # SIGTERM end to end; SIGHUP takes the same handler (the unit test below shows both raise
+    # Terminated), so a second campaign of 25-85 s on the CI machine would show nothing more.
+    stop = signal.SIGTERM
     name = f"stopped-{stop.name.lower()}"
     tiny_campaign.write_text(tiny_experiment_text(8, name=name))
     proc = _start(tiny_campaign)
@@ -42,14 +43,15 @@ def test_a_stop_signal_mid_campaign_ends_it_like_ctrl_c(tiny_campaign: Path,
 
 
 def test_sigterm_and_sighup_raise_terminated_and_ctrl_c_stays_a_keyboard_interrupt() -> None:
-    with StickyInterrupt() as interrupts:
-        with pytest.raises(Terminated) as caught:
-            os.kill(os.getpid(), signal.SIGTERM)
-        assert caught.value.signum == signal.SIGTERM
-        assert interrupt_exit_code(caught.value) == 143
-        with pytest.raises(Terminated):
-            interrupts.check()  # remembered, as Ctrl-C is
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    for stop, code in [(signal.SIGTERM, 143), (signal.SIGHUP, 129)]:
+        with StickyInterrupt() as interrupts:
+            with pytest.raises(Terminated) as caught:
+                os.kill(os.getpid(), stop)
+            assert caught.value.signum == stop
+            assert interrupt_exit_code(caught.value) == code
+            with pytest.raises(Terminated):
+                interrupts.check()  # remembered, as Ctrl-C is
+        assert signal.getsignal(stop) is signal.SIG_DFL
     assert interrupt_exit_code(KeyboardInterrupt()) == 130
 
 

@@ -119,7 +119,8 @@ def run(devices: int, trials: int) -> int:
     """Runs the campaign and prints the figures; returns the number of failed checks."""
     from optuna.trial import TrialState
 
-    from dse.api import _declare_metrics, load_experiment
+    from dse.api import load_experiment
+    from dse.campaign_setup import declare_metrics
     from dse.farm.cluster import EMBEDDED_ENV, shutdown
     from dse.farm.resources import device_resource
     from dse.search.loop import SearchLoop
@@ -144,7 +145,7 @@ def run(devices: int, trials: int) -> int:
     with TemporaryDirectory() as tmp:
         experiment = load_experiment(write_campaign(Path(tmp), trials))
         profile = experiment.devices[0]
-        _declare_metrics(experiment)
+        declare_metrics(experiment)
         studies = open_experiment_studies(experiment)
         dispatcher = CountingDispatcher([profile], experiment.cache_dir,
                                         worker_class=SimulatedDevice)

@@ -9,10 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dse.campaign_checks import replay_table_problems, space_problems
-from dse.campaign_setup import campaign_lease, check_farm_can_measure, make_dispatcher
-
-# Under its former private name too: benchmarks/reliability_load.py imports it from here.
-from dse.campaign_setup import declare_metrics as _declare_metrics
+from dse.campaign_setup import campaign_lease, check_farm_can_measure, declare_metrics, make_dispatcher
 from dse.exceptions import DseError, SpecError
 from dse.search.loop import ProgressCallback
 from dse.spec import (
@@ -198,7 +195,7 @@ def write_report(experiment: Experiment) -> tuple[Path, Path, Path]:
     from dse.results import load_campaign, write_results
     from dse.storage.write_failure import REPORT_ADVICE, refused_writes_as_errors
 
-    _declare_metrics(experiment)
+    declare_metrics(experiment)
     with refused_writes_as_errors(experiment.run_dir, REPORT_ADVICE):
         studies = load_campaign(experiment.run_dir, experiment.storage)
         trials, front = write_results(studies, experiment.run_dir,
@@ -294,7 +291,7 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
     evaluator = evaluator if evaluator is not None else experiment.evaluator
     on_farm = [p for p in experiment.devices if p.kind != "replay" and evaluator is None]
     check_farm_can_measure(experiment, on_farm)
-    _declare_metrics(experiment)
+    declare_metrics(experiment)
     run_dir = experiment.run_dir
     profiles = list(experiment.devices)
     farm_names = {p.name for p in on_farm}

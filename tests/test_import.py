@@ -27,3 +27,17 @@ def test_dir_lists_the_public_api() -> None:
     listed = dir(dse)
     assert set(dse.__all__) <= set(listed)
     assert "run_campaign" in listed and "CampaignStorage" in listed
+
+
+def test_checking_a_profiles_probes_loads_no_measurement_stack() -> None:
+    # The probe registry imports dse.measure.telemetry to learn the names: that must not bring
+    # the harness and scipy into `dse validate` or a driver loading its experiment.
+    code = ("import sys, yaml\nfrom dse.spec import HardwareProfile\n"
+            "HardwareProfile.model_validate(yaml.safe_load('name: p\\nkind: cpu\\nbackends: "
+            "[onnxruntime]\\nprecisions: [fp32]\\ntelemetry: [process_memory, "
+            "{thermal_zones: {interval_s: 1.0}}, nvml]'))\n"
+            "print('dse.measure.telemetry.nvml' in sys.modules, "
+            "[m for m in ('scipy', 'dse.measure.harness', 'torch') if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True []"

@@ -9,7 +9,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from dse.parts.backends import backends_loading
-from dse.parts.datasets import DATASETS
+from dse.parts.datasets import dataset_problem
 from dse.spec import ModelSpec
 from dse.spec.models import checked_values
 
@@ -106,7 +106,5 @@ def _onnx_problems(path: Path, model: ModelSpec, backends: Collection[str],
 
 
 def _fit(path: Path, dataset: str, sample_shape: tuple[int, ...]) -> list[str]:
-    declared = DATASETS.get(dataset)
-    problem = (f"unknown dataset {dataset!r}; known: {', '.join(DATASETS.names())}"
-               if declared is None else declared.problem(tuple(sample_shape)))
+    problem = dataset_problem(dataset, sample_shape)
     return [] if problem is None else [f"{path}: model.dataset: {problem}"]

@@ -41,6 +41,15 @@ def register_dataset(declaration: DatasetDeclaration) -> DatasetDeclaration:
     return DATASETS.register(declaration.name, declaration)
 
 
+def dataset_problem(name: str, sample_shape: tuple[int, ...]) -> str | None:
+    """Why dataset ``name`` cannot feed samples of ``sample_shape`` (an unknown name included);
+    None when it can."""
+    declared = DATASETS.get(name)
+    if declared is None:
+        return f"unknown dataset {name!r}; known: {', '.join(DATASETS.names())}"
+    return declared.problem(tuple(sample_shape))
+
+
 def dataset_names() -> tuple[str, ...]:
     """Every registered dataset's name, sorted."""
     return DATASETS.names()

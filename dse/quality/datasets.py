@@ -10,19 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from dse.parts.datasets import DATASETS, DatasetDeclaration, register_dataset
+from dse.parts.datasets import dataset_problem as dataset_problem
 from dse.quality.digits import DigitsSplit, load_digits_split
 
 DIGITS_SHAPE = (1, 8, 8)
 # Enough rows for fidelity and int8 calibration, few enough to run in a moment on any backend.
 SYNTHETIC_ROWS = 256
-
-
-def dataset_problem(name: str, sample_shape: tuple[int, ...]) -> str | None:
-    """Why dataset ``name`` cannot feed samples of ``sample_shape``; None when it can."""
-    declared = DATASETS.get(name)
-    if declared is None:
-        return f"unknown dataset {name!r}; known: {', '.join(DATASETS.names())}"
-    return declared.problem(tuple(sample_shape))
 
 
 def load_split(name: str, seed: int, sample_shape: tuple[int, ...]) -> DigitsSplit:

@@ -49,7 +49,10 @@ def test_an_older_campaign_reports(older: Path) -> None:
     done = _dse("report", str(older / "experiments" / "older-cpu.yaml"))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     page = older / "dashboards" / "older-cpu.html"
-    assert page.is_file() and "older-cpu" in page.read_text()
+    text = page.read_text()
+    assert page.is_file() and "older-cpu" in text
+    # Its front drawn from the old study: both objectives, with their units.
+    assert "accuracy [fraction]" in text and "latency_p50_ms [ms]" in text
 
 
 def test_an_older_campaign_resumes_where_it_stopped(older: Path) -> None:

@@ -67,13 +67,14 @@ def distinct_rows(trials: pd.DataFrame) -> pd.DataFrame:
     return table.drop_duplicates(subset=[c.removeprefix("param.") for c in params])
 
 
-def record(run_root: Path) -> tuple[pd.DataFrame, dict[str, object]]:
+def record(run_root: Path, experiment_file: Path = EXPERIMENT
+           ) -> tuple[pd.DataFrame, dict[str, object]]:
     from dse.api import load_experiment, run_campaign
     from dse.exceptions import DseError
     from dse.farm.cluster import shutdown
     from dse.results import load_campaign, trials_frame
 
-    experiment = load_experiment(EXPERIMENT)
+    experiment = load_experiment(experiment_file)
     spec = experiment.spec.model_copy(update={"runs_dir": run_root, "dashboards_dir": run_root})
     experiment = dataclasses.replace(experiment, spec=spec)
     started = time.perf_counter()
@@ -90,7 +91,8 @@ def record(run_root: Path) -> tuple[pd.DataFrame, dict[str, object]]:
     table = distinct_rows(trials_frame(load_campaign(experiment.run_dir)))
     notes: dict[str, object] = {
         "recorded_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-        "experiment": str(EXPERIMENT.relative_to(REPO)),
+        "experiment": str(experiment_file.resolve().relative_to(REPO)),
+        "cpu_affinity": sorted(__import__("os").sched_getaffinity(0)),
         "campaign_seconds": round(seconds, 1),
         "cpu_model": cpu_model(),
         "cpu_count": __import__("os").cpu_count(),
@@ -108,10 +110,12 @@ def main() -> None:
     parser.add_argument("--run-dir", type=Path, default=None,
                         help="keep the campaign's run folder here (default: a temporary one)")
     parser.add_argument("--out", type=Path, default=TABLE, help="the CSV table to write")
+    parser.add_argument("--experiment", type=Path, default=EXPERIMENT,
+                        help="the grid campaign to record (default: search_table/record.yaml)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = (args.run_dir or Path(tmp)).resolve()
-        table, notes = record(root)
+        table, notes = record(root, args.experiment)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out, index=False, float_format="%.6g")
     args.out.with_suffix(".json").write_text(json.dumps(notes, indent=2) + "\n")

@@ -309,6 +309,13 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
                           lease_check=lease.check)
         try:
             loop.run()
+            for name in loop.exhausted_profiles():
+                if on_notice is not None:
+                    search = loop.searches[name]
+                    on_notice(f"{name}: stopped short of budget.trials with {search.completed} "
+                              f"distinct candidates measured: the sampler proposed only "
+                              f"candidates already measured {search.repeats_in_a_row} times in "
+                              f"a row (the space holds no more it finds)")
         except DseError:
             if report:  # the run stopped (too many failures, a full disk): what was measured
                 _report_what_fits(experiment, run_dir)  # still gets its tables, where it fits

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import warnings
 from pathlib import Path
@@ -51,6 +52,25 @@ def export_onnx(module: torch.nn.Module, input_shape: tuple[int, ...], path: Pat
         raise BuildError(f"ONNX export failed: {_root_cause(exc)}") from exc
     if not path.is_file():
         raise BuildError(f"ONNX export wrote no file at {path}")
+
+
+def warm_up_exporter() -> None:
+    """Export a two-layer module once, into a temporary folder, and forget it.
+
+    The first export in a process imports the dynamo exporter and onnxscript and traces its
+    machinery: about 3 s more than any later one on 2 cores. A device worker calls this while
+    starting, so that one-off cost is not charged to the first candidate's ``trial_timeout_s``
+    (on a busy machine it timed out candidates that build in a second). Never raises: a module
+    this process cannot export says so when a candidate is built.
+    """
+    import tempfile
+
+    import torch
+
+    module = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 2))
+    with (tempfile.TemporaryDirectory(prefix="dse-export-warm-up-") as folder,
+          contextlib.suppress(BuildError)):
+        export_onnx(module, (4,), Path(folder) / "warm-up.onnx")
 
 
 def _fold_batchnorms(module: torch.nn.Module) -> torch.nn.Module:

@@ -38,9 +38,10 @@ def run(experiment: Annotated[Path, typer.Argument(help="Campaign YAML (experime
         def on_trial(outcome: TrialOutcome) -> None:
             progress.update(task, completed=outcome.completed,  # type: ignore[attr-defined]
                             total=outcome.budget)
-            console.print(describe(outcome), markup=False)
+            if outcome.reused_from is None:  # a reused repeat measured nothing: no line
+                console.print(describe(outcome), markup=False)
 
-        console.print(f"campaign {loaded.name}: {loaded.spec.budget.trials} trials on "
+        console.print(f"campaign {loaded.name}: {loaded.spec.budget.trials} distinct candidates on "
                       f"{', '.join(d.name for d in loaded.devices)}; run folder {loaded.run_dir}")
         with progress:  # type: ignore[attr-defined]
             result = run_campaign(loaded, on_trial=on_trial, report=report, address=address,

@@ -17,7 +17,7 @@ def progress_printer(console: Console) -> tuple[object, object]:
 
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                         MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False)
-    return progress, progress.add_task("completed trials", total=None)
+    return progress, progress.add_task("measured candidates", total=None)
 
 
 def describe(outcome: TrialOutcome) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -138,19 +139,26 @@ class DeviceWorker:
         return {key: self.host[key] for key in keys if key in self.host}
 
     def _warm_up(self) -> None:
-        """Load torch (training and the torch backends) and each listed backend's runtime in
-        this process. ``start_runtime`` is idempotent and never raises: a runtime that cannot
-        start says so when a candidate of it is compiled."""
+        """Load torch (training and the torch backends), each listed backend's runtime and, when
+        one of them loads ONNX files, torch's ONNX exporter, in this process. ``start_runtime``
+        is idempotent and never raises: a runtime that cannot start says so when a candidate of
+        it is compiled."""
         with contextlib.suppress(ImportError):  # a device without torch: its candidates say so
             import torch  # noqa: F401
         from dse.backends import get_backend
 
+        exports_onnx = False
         for name in self.profile.backends:
             try:
                 backend = get_backend(name)
             except KeyError:  # a backend this process does not know: its candidates say so
                 continue
             backend.start_runtime(self.profile)
+            exports_onnx = exports_onnx or backend.declaration.artifact_format == "onnx"
+        if exports_onnx and "torch" in sys.modules:
+            from dse.build.export import warm_up_exporter
+
+            warm_up_exporter()
 
     def evaluate(self, candidate: Candidate, training: TrainingSpec, measure: MeasureSpec,
                  screening: Screening | None = None) -> Measurement:

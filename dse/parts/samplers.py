@@ -21,7 +21,7 @@ class SamplerSettings(Protocol):
     @property
     def seed(self) -> int: ...
     @property
-    def startup_trials(self) -> int: ...
+    def startup_trials(self) -> int | None: ...
     @property
     def population_size(self) -> int | None: ...
 
@@ -32,15 +32,20 @@ class SamplerDeclaration:
 
     Attributes:
         name: the value of ``sampler.name`` that chooses it.
-        build: ``(settings, seed) -> optuna.samplers.BaseSampler``; imports Optuna itself.
+        build: ``(settings, seed) -> optuna.samplers.BaseSampler`` (with ``uses_context``,
+            ``(settings, seed, context)``); imports Optuna itself.
         summary: one line for the schema and listings.
         needs_steps: it enumerates the space, so every continuous range needs a ``step``.
+        uses_context: ``build`` takes a third argument, the study's
+            :class:`dse.search.surrogate_sampler.SamplerContext` (its device's candidate space and
+            the campaign's other device studies), or None where the study was opened without it.
     """
 
     name: str
-    build: Callable[[SamplerSettings, int], Any]
+    build: Callable[..., Any]
     summary: str
     needs_steps: bool = False
+    uses_context: bool = False
 
 
 SAMPLERS: Registry[SamplerDeclaration] = Registry(

@@ -22,6 +22,20 @@ if TYPE_CHECKING:
     from dse.spec.models import ConstraintSpec
 
 
+#: Proposals in a row of candidates already measured after which a profile's search stops (its
+#: space is measured in full, or all its sampler still proposes is): 5 per distinct candidate
+#: known, at least EXHAUSTED_MIN, at most EXHAUSTED_AFTER. Uniform sampling that has seen N
+#: candidates misses one still unmeasured R times in a row with odds of about exp(-R / N): under
+#: 1 % at 5 N. Each reuse costs a few study writes, so the cap keeps a large space's end short.
+EXHAUSTED_AFTER = 200
+EXHAUSTED_MIN = 50
+
+
+def repeats_to_stop(known: int) -> int:
+    """Proposals in a row of measured candidates that end a search which knows ``known``."""
+    return min(EXHAUSTED_AFTER, max(EXHAUSTED_MIN, 5 * known))
+
+
 @dataclass
 class KnownResult:
     """An earlier result that an identical candidate reuses instead of being measured again."""
@@ -47,13 +61,24 @@ class DeviceSearch:
                  constraints: Sequence[ConstraintSpec], non_ok_on_front: bool) -> None:
         self.profile = profile
         self.study = study
+        # Distinct candidates measured to an ok result: what budget.trials counts. A proposal
+        # of a candidate already measured (reused) costs no budget.
         self.completed = 0
         self.known: dict[str, KnownResult] = {}
+        # Proposals in a row that brought no new candidate; at EXHAUSTED_AFTER the sampler is
+        # taken to have nothing new to offer (a small space measured in full) and asking stops.
+        self.repeats_in_a_row = 0
         # The fully measured front that screening compares with (None: no screening here).
         self.tracker = tracker
         self.objectives = list(objectives)
         self.constraints = list(constraints)
         self.non_ok_on_front = non_ok_on_front
+
+    @property
+    def exhausted(self) -> bool:
+        """The sampler proposed only candidates already measured, :func:`repeats_to_stop` times
+        in a row: the space holds nothing new it will find."""
+        return self.repeats_in_a_row >= repeats_to_stop(len(self.known))
 
     def front_eligible(self, quality: str | None) -> bool:
         """Whether a measurement of this quality may be on the front (and so screen others)."""
@@ -93,7 +118,7 @@ class DeviceSearch:
                         and attrs.get("fidelity") != "screen"
                         and self.front_eligible(attrs.get("measurement_quality"))):
                     self.tracker.add(frozen.number, metrics)
-        self.completed = sum(t.state == TrialState.COMPLETE
+        self.completed = sum(t.state == TrialState.COMPLETE and "reused_from" not in t.user_attrs
                              for t in study.get_trials(deepcopy=False))
 
     def record(self, trial: optuna.Trial, status: str, reason: str, metrics: dict[str, float],

@@ -81,8 +81,9 @@ class _Pending:
 
 
 class SearchLoop:
-    """Runs a campaign: one study per device profile, each until its budget of completed trials
-    is met, with as many trials in flight as the profile has idle devices."""
+    """Runs a campaign: one study per device profile, each until its budget of distinct
+    candidates measured to an ok result is met (or its sampler finds no new candidate), with as
+    many trials in flight as the profile has idle devices."""
 
     def __init__(self, experiment: Experiment, studies: Mapping[str, optuna.Study] | optuna.Study,
                  dispatcher: JobDispatcher, run_dir: Path,
@@ -168,10 +169,13 @@ class SearchLoop:
         self.pending[key] = pending
         known = search.known.get(candidate.candidate_id)
         if known is not None:
+            search.repeats_in_a_row += 1
             self._finish_reused(key, known)
         elif candidate.candidate_id in self.followers:
+            search.repeats_in_a_row += 1
             self.followers[candidate.candidate_id].append(pending)
         else:
+            search.repeats_in_a_row = 0
             self.followers[candidate.candidate_id] = []
             screening = (None if search.tracker is None
                          else screening_request(self.screening, search.tracker))
@@ -220,9 +224,11 @@ class SearchLoop:
     def _outcome(self, search: DeviceSearch, pending: _Pending, status: str, reason: str,
                  metrics: dict[str, float], reused: int | None,
                  fidelity: str | None = None, quality: str | None = None) -> None:
-        if status == "ok":
+        # Only a measurement counts: a reused result spends no budget (budget.trials counts
+        # distinct candidates) and is no new failure.
+        if reused is None and status == "ok":
             search.completed += 1
-        else:
+        elif reused is None:
             self.failed_here += 1
             self.last_failure = f"{search.profile.name} trial {pending.trial.number} {status}: {reason}"
         if self.on_trial is not None:
@@ -237,6 +243,8 @@ class SearchLoop:
     def _to_ask(self, search: DeviceSearch) -> int:
         """How many new trials the profile's study should start now."""
         budget = self.experiment.spec.budget.trials
+        if search.exhausted:
+            return 0
         running = sum(p.profile == search.profile.name for p in self.pending.values())
         return min(self.dispatcher.idle(search.profile.name),
                    max(0, budget - search.completed - running))
@@ -257,13 +265,12 @@ class SearchLoop:
             self._run(interrupts)
 
     def _run(self, interrupts: StickyInterrupt) -> None:
-        budget = self.experiment.spec.budget
         try:
             with self.node_lock.shared():
                 for search in self.searches.values():
                     search.recover()
             self.dispatcher.start()
-            while any(s.completed < budget.trials for s in self.searches.values()):
+            while self._open_searches():
                 interrupts.check()
                 self.lease_check()
                 # The driver's own work is "other dse work" for a device on its node.
@@ -288,12 +295,34 @@ class SearchLoop:
             self._abandon(exc)
             raise
 
+    def _open_searches(self) -> list[DeviceSearch]:
+        """The profiles whose budget is still open: fewer distinct candidates measured than
+        budget.trials, and a sampler that still finds new ones (or a measurement in flight)."""
+        budget = self.experiment.spec.budget.trials
+        return [s for s in self.searches.values() if s.completed < budget
+                and (not s.exhausted or self._in_flight(s))]
+
+    def _in_flight(self, search: DeviceSearch) -> bool:
+        return any(p.profile == search.profile.name for p in self.pending.values())
+
+    def exhausted_profiles(self) -> list[str]:
+        """Profiles whose search stopped short of its budget because the sampler proposed only
+        candidates already measured, many times in a row (see DeviceSearch.exhausted)."""
+        budget = self.experiment.spec.budget.trials
+        return [name for name, s in self.searches.items()
+                if s.exhausted and s.completed < budget]
+
     def _stop_if_too_many_failed(self) -> None:
         """DseError naming the last reason once this run has had budget.max_failed failed or
         infeasible trials while some budget is still open."""
         budget = self.experiment.spec.budget
-        if self.failed_here >= budget.max_failed and any(
-                s.completed < budget.trials for s in self.searches.values()):
+        if self.failed_here and any(s.exhausted and s.completed == 0 and not self._in_flight(s)
+                                    for s in self.searches.values()):
+            raise DseError(
+                f"{self.experiment.path}: every candidate the sampler proposes on a device failed "
+                f"({self.failed_here} distinct failed or infeasible in this run, none completed); "
+                f"last: {self.last_failure}")
+        if self.failed_here >= budget.max_failed and self._open_searches():
             done_count = sum(s.completed for s in self.searches.values())
             raise DseError(
                 f"{self.experiment.path}: budget.max_failed: stopped after "

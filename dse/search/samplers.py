@@ -18,20 +18,39 @@ if TYPE_CHECKING:
 
     import optuna
 
+    from dse.search.surrogate_sampler import SamplerContext
+
 DEFAULT_POPULATION = 50  # Optuna's NSGAIISampler and NSGAIIISampler default
+OPTUNA_STARTUP = 10  # Optuna's TPESampler and GPSampler default
+# The surrogate's random start: the fewer random candidates, the sooner the model steers; 5 beat
+# 10 and 3 on the recorded tables of benchmarks/search_efficiency.py (a front is often 6-15).
+SURROGATE_STARTUP = 5
 
 
-def make_sampler(settings: SamplerSettings, resumed_trials: int) -> optuna.samplers.BaseSampler:
+def make_sampler(settings: SamplerSettings, resumed_trials: int,
+                 context: SamplerContext | None = None) -> optuna.samplers.BaseSampler:
     """The sampler ``settings.name`` names. The seed is offset by the trials already run, so a
-    resumed campaign continues the sequence instead of replaying the first proposals."""
+    resumed campaign continues the sequence instead of replaying the first proposals.
+    ``context``: the study's device space and sibling studies, for the samplers that use them."""
     from optuna.exceptions import ExperimentalWarning
 
+    declared = SAMPLERS[settings.name]
+    seed = settings.seed + resumed_trials
     with warnings.catch_warnings():
         # Optuna 5 still calls NSGA-III and the brute-force grid experimental; chosen knowingly.
         warnings.simplefilter("ignore", ExperimentalWarning)
-        sampler: optuna.samplers.BaseSampler = SAMPLERS[settings.name].build(
-            settings, settings.seed + resumed_trials)
+        sampler: optuna.samplers.BaseSampler = (
+            declared.build(settings, seed, context) if declared.uses_context
+            else declared.build(settings, seed))
         return sampler
+
+
+def _surrogate(settings: SamplerSettings, seed: int,
+               context: SamplerContext | None) -> optuna.samplers.BaseSampler:
+    from dse.search.surrogate_sampler import SurrogateSampler
+
+    return SurrogateSampler(context, seed=seed,
+                            startup_trials=settings.startup_trials or SURROGATE_STARTUP)
 
 
 def _tpe(settings: SamplerSettings, seed: int) -> optuna.samplers.BaseSampler:
@@ -39,7 +58,8 @@ def _tpe(settings: SamplerSettings, seed: int) -> optuna.samplers.BaseSampler:
 
     # constant_liar: with several devices measuring at once, TPE treats the running trials as bad
     # results instead of proposing the same region to every idle device.
-    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=settings.startup_trials,
+    return optuna.samplers.TPESampler(seed=seed,
+                                      n_startup_trials=settings.startup_trials or OPTUNA_STARTUP,
                                       multivariate=True, constant_liar=True)
 
 
@@ -63,7 +83,8 @@ def _gp(settings: SamplerSettings, seed: int) -> optuna.samplers.BaseSampler:
     # Running trials enter its q-batch acquisition, so parallel devices get distinct points. The
     # precision and knobs of a backend are conditional parameters, which GP leaves to its random
     # fallback; that is by design here, so no warning per trial.
-    return optuna.samplers.GPSampler(seed=seed, n_startup_trials=settings.startup_trials,
+    return optuna.samplers.GPSampler(seed=seed,
+                                     n_startup_trials=settings.startup_trials or OPTUNA_STARTUP,
                                      warn_independent_sampling=False)
 
 
@@ -94,6 +115,9 @@ def _grid(settings: SamplerSettings, seed: int) -> optuna.samplers.BaseSampler:
 
 
 for _declaration in (
+        SamplerDeclaration("surrogate", _surrogate,
+                           "random start, then the unmeasured candidate a forest model of the "
+                           "measurements expects to extend the front most", uses_context=True),
         SamplerDeclaration("tpe", _tpe, "multi-objective TPE"),
         SamplerDeclaration("nsga2", _nsga2, "NSGA-II (genetic)"),
         SamplerDeclaration("nsga3", _nsga3, "NSGA-III (genetic, reference points)"),

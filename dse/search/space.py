@@ -73,19 +73,23 @@ def _suggest(trial: Suggester, name: str, spec: ParamSpec) -> Any:
 
 
 def suggest_candidate(trial: Suggester, space: SearchSpace, profile: HardwareProfile, *,
-                      capabilities: bool = True) -> Candidate:
+                      capabilities: bool = True,
+                      options: dict[str, list[str]] | None = None) -> Candidate:
     """Ask ``trial`` for every parameter and return the candidate they describe.
 
     ``capabilities=False`` (candidates measured by a custom evaluator) offers every backend and
     precision the space and profile list. Free parameters are asked last, under their own names,
-    so a space without them asks exactly what it always asked.
+    so a space without them asks exactly what it always asked. ``options``: the
+    :func:`device_options` of these arguments, when the caller has them already (a caller that
+    draws thousands of candidates).
     """
     model, deployment = space.model, space.deployment
     arch = {} if model is None else {key: _suggest(trial, f"arch.{key}", spec)
                                      for key, spec in model.arch.items()}
     deployed: dict[str, Any] = {}
     if deployment is not None:
-        options = device_options(space, profile, capabilities=capabilities)
+        if options is None:
+            options = device_options(space, profile, capabilities=capabilities)
         backend = trial.suggest_categorical("backend", list(options))
         deployed = {
             "backend": backend,

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     import optuna
 
+    from dse.search.surrogate_sampler import SamplerContext
     from dse.spec import Experiment
     from dse.storage import CampaignStorage
 
@@ -64,8 +65,13 @@ def open_experiment_studies(experiment: Experiment,
     plans = {} if baseline is None else {
         p.name: plan_baseline(baseline, experiment.space, p, capabilities=p.name not in evaluated)
         for p in experiment.devices}
+    opened: dict[str, optuna.Study] = {}
+    contexts = {p.name: _sampler_context(experiment, p, p.name not in evaluated, opened)
+                for p in experiment.devices}
     studies = open_studies(experiment.storage, experiment.name, experiment.space,
-                           experiment.spec.sampler, [p.name for p in experiment.devices], plans)
+                           experiment.spec.sampler, [p.name for p in experiment.devices], plans,
+                           contexts)
+    opened.update(studies)
     for profile in experiment.devices:
         # The report has only the study: it draws the roofline's ceilings from these. Written on
         # every open, so a profile whose peaks were corrected shows the corrected ceilings.
@@ -78,18 +84,30 @@ def open_experiment_studies(experiment: Experiment,
     return studies
 
 
+def _sampler_context(experiment: Experiment, profile: HardwareProfile, capabilities: bool,
+                     opened: Mapping[str, optuna.Study]) -> SamplerContext:
+    """The device's candidate space, and the campaign's other studies once they are open."""
+    from dse.search.candidate_space import CandidateSpace
+    from dse.search.surrogate_sampler import SamplerContext
+
+    return SamplerContext(CandidateSpace(experiment.space, profile, capabilities),
+                          lambda: [s for name, s in opened.items() if name != profile.name])
+
+
 def open_studies(where: Path | CampaignStorage, campaign: str, space: SearchSpace,
                  sampler: SamplerSpec, profiles: list[str],
-                 baselines: Mapping[str, BaselinePlan] | None = None) -> dict[str, optuna.Study]:
+                 baselines: Mapping[str, BaselinePlan] | None = None,
+                 contexts: Mapping[str, SamplerContext] | None = None) -> dict[str, optuna.Study]:
     """One study per device profile (see :func:`study_name`), created or resumed in ``where``
     (a run folder's SQLite study, or a :class:`~dse.storage.CampaignStorage`); ``baselines``
-    holds each profile's baseline (see :func:`open_study`). A profile that already has a study
-    under the other form of the name (the campaign gained or lost a device since) resumes it."""
+    holds each profile's baseline (see :func:`open_study`), ``contexts`` what a space-aware
+    sampler knows of each profile. A profile that already has a study under the other form of
+    the name (the campaign gained or lost a device since) resumes it."""
     names = resolve_study_names(where, campaign, profiles)
     studies = {}
     for profile in profiles:
         study = open_study(where, names[profile], space, sampler,
-                           (baselines or {}).get(profile))
+                           (baselines or {}).get(profile), (contexts or {}).get(profile))
         study.set_user_attr("campaign", campaign)
         study.set_user_attr("device_profile", profile)
         studies[profile] = study
@@ -97,7 +115,8 @@ def open_studies(where: Path | CampaignStorage, campaign: str, space: SearchSpac
 
 
 def open_study(where: Path | CampaignStorage, name: str, space: SearchSpace,
-                sampler: SamplerSpec, baseline: BaselinePlan | None = None) -> optuna.Study:
+                sampler: SamplerSpec, baseline: BaselinePlan | None = None,
+                context: SamplerContext | None = None) -> optuna.Study:
     """Create the campaign's study in ``where`` (a run folder's SQLite study, or a
     :class:`~dse.storage.CampaignStorage`), or load it to resume.
 
@@ -140,7 +159,7 @@ def open_study(where: Path | CampaignStorage, name: str, space: SearchSpace,
     study = chosen.guarded(lambda: optuna.create_study(
         storage=storage, study_name=name, load_if_exists=True,
         directions=[metric(m).direction.value for m in objectives],
-        sampler=make_sampler(sampler, resumed),
+        sampler=make_sampler(sampler, resumed, context),
     ))
     study.set_user_attr("campaign", name)
     study.set_user_attr("objectives", objectives)

@@ -31,14 +31,18 @@ class SamplerSpec(Strict):
     """The Optuna sampler that proposes candidates."""
 
     name: SamplerName = Field(
-        default="tpe",
-        description="Sampler (each registered one; dse's own: tpe (multi-objective TPE), "
-                    "nsga2, nsga3 (genetic), gp (Gaussian process, constrained "
-                    "multi-objective), random, or grid (every combination of a small space "
-                    "once; ranges need a step)).")
+        default="surrogate",
+        description="Sampler (each registered one; dse's own: surrogate (the default: a random "
+                    "start, then the unmeasured candidate a forest model of the measurements "
+                    "expects to extend the front most), tpe (multi-objective TPE), nsga2, "
+                    "nsga3 (genetic), gp (Gaussian process, constrained multi-objective), "
+                    "random, or grid (every combination of a small space once; ranges need a "
+                    "step)).")
     seed: int = Field(default=0, ge=0, description="Sampler seed.")
-    startup_trials: int = Field(default=10, ge=1,
-                                description="Random trials before tpe or gp kicks in.")
+    startup_trials: int | None = Field(
+        default=None, ge=1,
+        description="Random trials before surrogate, tpe or gp kicks in (none: the sampler's "
+                    "own default: 5 for surrogate, 10 for tpe and gp).")
     population_size: int | None = Field(
         default=None, ge=2,
         description="Trials per generation of nsga2/nsga3 (none: Optuna's default of 50); keep "
@@ -138,7 +142,9 @@ class BaselineSpec(Strict):
 class BudgetSpec(Strict):
     """When the campaign stops."""
 
-    trials: int = Field(ge=1, le=1_000_000, description="Completed trials the campaign aims for.")
+    trials: int = Field(ge=1, le=1_000_000,
+                        description="Distinct candidates to measure to an ok result per device "
+                                    "(a repeat of a measured candidate is reused, not counted).")
     max_failed: int = Field(default=50, ge=1,
                             description="Stop, with an error, after this many failed or "
                                         "infeasible trials in one run.")

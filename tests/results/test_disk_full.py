@@ -58,10 +58,12 @@ def _dse(*args: str, size_limit: int | None = None) -> subprocess.CompletedProce
 
 
 def _complete(run_dir: Path) -> dict[int, tuple[object, object]]:
-    """COMPLETE trials (number -> values, candidate id), read through dse's read-only reader."""
+    """COMPLETE trials that measured (number -> values, candidate id; a reuse of an earlier
+    result is not one: the budget counts distinct candidates), read through dse's read-only
+    reader."""
     [study] = load_campaign(run_dir)
     return {t.number: (t.values, t.user_attrs["candidate_id"]) for t in study.trials
-            if t.state == TrialState.COMPLETE}
+            if t.state == TrialState.COMPLETE and "reused_from" not in t.user_attrs}
 
 
 def _check_refused(result: subprocess.CompletedProcess[str], run_dir: Path, why: str) -> None:

@@ -45,7 +45,10 @@ def test_a_campaign_runs_resumes_warm_starts_and_reports_on_each_storage(
     seeded = [t for t in studies["s@bee"].trials if "warm_start_from" in t.user_attrs]
     assert len(seeded) == 2
     assert studies["s@bee"].user_attrs["warm_start"]["source"] == "s"
-    assert len(second.trials) == 16 and set(second.pareto()["device"]) == {"ace", "bee"}
+    # ace's 8 candidates and bee's whole space (4: onnxruntime only) measured once each; bee's
+    # sampler then proposes only repeats (reused, no budget spent) until its search stops.
+    measured = second.trials[second.trials["reused_from"].isna()]
+    assert len(measured) == 12 and set(second.pareto()["device"]) == {"ace", "bee"}
 
     # Only the chosen storage's files are in the run folder, and the folder names it.
     files = {p.name for p in second.run_dir.iterdir()}
@@ -56,7 +59,7 @@ def test_a_campaign_runs_resumes_warm_starts_and_reports_on_each_storage(
     assert pointer == {"storage": storage_line.split(": ", 1)[1].strip()}
     # A report given only the experiment reads the same trials.
     trials_file, _, dashboard = write_report(load_experiment(path))
-    assert len(pd.read_parquet(trials_file)) == 16 and dashboard.is_file()
+    assert len(pd.read_parquet(trials_file)) == len(second.trials) and dashboard.is_file()
 
 
 def test_a_second_driver_is_refused_by_the_lease_in_each_storage(

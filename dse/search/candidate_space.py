@@ -198,3 +198,20 @@ class _PathWalker:
         position = len(self.counts)
         self.counts.append(count)
         return option(distribution, self.path[position] if position < len(self.path) else 0)
+
+
+#: A space of more combinations than this is not counted by :func:`space_counter`.
+COUNT_LIMIT = 20_000
+
+
+def space_counter(space: SearchSpace, profile: HardwareProfile, *,
+                  capabilities: bool = True) -> Callable[[], int | None]:
+    """A function that counts the distinct candidates of ``profile``'s search (None: continuous,
+    or more than ``COUNT_LIMIT``); listing costs ~0.2 s for 7,000 candidates, so the search loop
+    calls it only once a repeat suggests a small space."""
+
+    def count() -> int | None:
+        listing = CandidateSpace(space, profile, capabilities).listing(COUNT_LIMIT)
+        return None if listing is None else len(listing)
+
+    return count

@@ -6,6 +6,7 @@ and told to Optuna."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -58,7 +59,8 @@ class DeviceSearch:
 
     def __init__(self, profile: HardwareProfile, study: optuna.Study,
                  tracker: FrontTracker | None, objectives: Sequence[str],
-                 constraints: Sequence[ConstraintSpec], non_ok_on_front: bool) -> None:
+                 constraints: Sequence[ConstraintSpec], non_ok_on_front: bool,
+                 space_size: Callable[[], int | None] = lambda: None) -> None:
         self.profile = profile
         self.study = study
         # Distinct candidates measured to an ok result: what budget.trials counts. A proposal
@@ -68,6 +70,11 @@ class DeviceSearch:
         # Proposals in a row that brought no new candidate; at EXHAUSTED_AFTER the sampler is
         # taken to have nothing new to offer (a small space measured in full) and asking stops.
         self.repeats_in_a_row = 0
+        # How many distinct candidates the device's space holds (None: too many to count, or
+        # continuous); asked only once a repeat happens, and then kept.
+        self._space_size = space_size
+        self._size: int | None = None
+        self._size_known = False
         # The fully measured front that screening compares with (None: no screening here).
         self.tracker = tracker
         self.objectives = list(objectives)
@@ -76,8 +83,15 @@ class DeviceSearch:
 
     @property
     def exhausted(self) -> bool:
-        """The sampler proposed only candidates already measured, :func:`repeats_to_stop` times
-        in a row: the space holds nothing new it will find."""
+        """The space holds nothing new the sampler will find: every candidate of it has a result
+        (a repeat was just proposed), or the sampler proposed only candidates already measured
+        :func:`repeats_to_stop` times in a row."""
+        if self.repeats_in_a_row == 0:
+            return False
+        if not self._size_known:
+            self._size, self._size_known = self._space_size(), True
+        if self._size is not None and len(self.known) >= self._size:
+            return True
         return self.repeats_in_a_row >= repeats_to_stop(len(self.known))
 
     def front_eligible(self, quality: str | None) -> bool:

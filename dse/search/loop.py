@@ -25,6 +25,7 @@ from dse.exceptions import DseError, Terminated
 from dse.farm.dispatcher import Done, Job
 from dse.farm.isolation import NodeLock, current_node_id
 from dse.measurement import Measurement
+from dse.search.candidate_space import space_counter
 from dse.search.device_search import DeviceSearch, KnownResult
 from dse.search.interrupts import StickyInterrupt
 from dse.search.screening import FrontTracker, fidelity_attrs, screening_request
@@ -108,7 +109,8 @@ class SearchLoop:
         self.searches = {p.name: DeviceSearch(
             p, studies[p.name], FrontTracker(self.objectives, self.space.constraints)
             if self.screening.enabled and p.name not in self.evaluated else None,
-            self.objectives, self.space.constraints, self.measurement.non_ok_on_front)
+            self.objectives, self.space.constraints, self.measurement.non_ok_on_front,
+            space_counter(self.space, p, capabilities=p.name not in self.evaluated))
             for p in experiment.devices}
         self.dispatcher = dispatcher
         self.run_dir = run_dir

@@ -63,6 +63,8 @@ BETA = 1.5
 STACK = False
 LEAD = False
 SHARE = False
+#: The start: each candidate the farthest from those asked (space-filling), not drawn at random.
+SPREAD_START = False
 
 
 @dataclass
@@ -185,13 +187,16 @@ class SurrogateSampler(optuna.samplers.BaseSampler):
         assert self.context is not None
         own, asked, running = measured(study)
         sibling = self._sibling_study(study)
-        if (sibling is None or not LEAD) and len(own.params) < self.startup_trials:
+        starting = (sibling is None or not LEAD) and len(own.params) < self.startup_trials
+        if starting and (not SPREAD_START or not asked):
             return None
         pool, keys, pool_features = self._candidates(own)
         fresh = np.array([key not in asked for key in keys], dtype=bool)
         if not fresh.any():
             return None
         pool = [p for p, keep in zip(pool, fresh, strict=True) if keep]
+        if starting:
+            return pool[self._farthest(study, pool_features[fresh])]
         known, is_known = (self._known_values(study, own, pool) if SHARE else
                            (np.zeros((len(pool), own.values.shape[1])),
                             np.zeros((len(pool), own.values.shape[1]), dtype=bool)))
@@ -235,6 +240,15 @@ class SurrogateSampler(optuna.samplers.BaseSampler):
                                       len(own.params), pool_features[fresh],
                                       seed=int(self._rng.integers(2**31)))
         return pool[choose(optimistic, front, reference, self._rng, success)]
+
+    def _farthest(self, study: optuna.Study, features: FloatArray) -> int:
+        """The row of ``features`` farthest (L1) from every candidate the study has asked; ties
+        broken at random."""
+        asked = [t.params for t in study.get_trials(deepcopy=False) if t.params]
+        taken = self._encoder_for().encode(asked)
+        distance = np.abs(features[:, None, :] - taken[None, :, :]).sum(axis=2).min(axis=1)
+        best = np.flatnonzero(distance >= distance.max() - 1e-12)
+        return int(self._rng.choice(best))
 
     def _known_values(self, study: optuna.Study, own: _Measured,
                       pool: list[Params]) -> tuple[FloatArray, np.ndarray]:

@@ -1,5 +1,6 @@
 """``budget.trials`` counts distinct candidates measured: a repeat proposal is reused and spends
-nothing, a small space measured in full ends the run with a notice instead of looping, a resumed
+nothing, a small space measured in full ends the run with a notice at its first repeat (a space too
+large to count, after many repeats in a row), a resumed
 run counts only what was measured, and a space whose every candidate fails stops with the reason.
 
 Campaigns of free parameters measured by an in-process evaluator: the real search loop and
@@ -15,7 +16,8 @@ import pytest
 from dse import load_experiment, run_campaign
 from dse.candidate import Candidate
 from dse.exceptions import DseError
-from dse.search.device_search import repeats_to_stop
+from dse.search.device_search import DeviceSearch, KnownResult, repeats_to_stop
+from tests.conftest import REPO
 
 SPACE = """\
 name: small
@@ -76,8 +78,11 @@ def test_a_space_measured_in_full_ends_the_run_with_a_notice(tmp_path: Path) -> 
                           on_notice=notices.append)
     trials = result.trials
     assert sorted(evaluator.calls.values()) == [1, 1, 1]
-    reused = trials[trials["reused_from"].notna()]
-    assert len(reused) >= repeats_to_stop(3)  # the last proposals were all repeats
+    # The space holds 3 candidates: once all 3 have results, the first repeat ends the search
+    # (no waiting for repeats_to_stop(3) repeats in a row).
+    last_new = trials[trials["reused_from"].isna()]["trial"].max()
+    after = trials[trials["trial"] > last_new]
+    assert len(after) == 1 and after["reused_from"].notna().all()
     assert len(notices) == 1 and "stopped short of budget.trials with 3 distinct" in notices[0]
     # Resumed with the same budget: nothing new to measure, nothing measured twice.
     run_campaign(load_experiment(experiment), evaluator=evaluator, report=False,
@@ -105,3 +110,38 @@ def test_a_small_space_where_every_candidate_fails_stops_with_the_reason(tmp_pat
                                        r"failed \(2 distinct .*cannot build x="):
         run_campaign(load_experiment(experiment), evaluator=evaluator, report=False)
     assert sorted(evaluator.calls.values()) == [1, 1]  # each tried once, never retried
+
+
+def _search(space_size: int | None, known: int) -> DeviceSearch:
+    import optuna
+
+    from dse.spec.loading import load_profile
+
+    calls: list[int] = []
+
+    def count() -> int | None:
+        calls.append(1)
+        assert len(calls) == 1, "the space is counted once"
+        return space_size
+
+    search = DeviceSearch(load_profile(REPO / "hw_profiles" / "local-cpu.yaml"),
+                          optuna.create_study(), None, [], [], False, space_size=count)
+    search.known = {str(i): KnownResult(i, "ok", "", {}, {}) for i in range(known)}
+    return search
+
+
+def test_a_counted_space_ends_at_the_first_repeat_once_every_candidate_has_a_result() -> None:
+    search = _search(space_size=3, known=2)
+    search.repeats_in_a_row = 1
+    assert not search.exhausted  # one candidate is still unmeasured
+    search.known["2"] = KnownResult(2, "failed", "why", {}, {})
+    assert search.exhausted
+
+
+def test_a_space_too_large_to_count_ends_after_repeats_in_a_row() -> None:
+    search = _search(space_size=None, known=3)
+    assert not search.exhausted  # no repeat yet: not even counted
+    search.repeats_in_a_row = repeats_to_stop(3) - 1
+    assert not search.exhausted
+    search.repeats_in_a_row += 1
+    assert search.exhausted

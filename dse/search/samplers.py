@@ -22,9 +22,10 @@ if TYPE_CHECKING:
 
 DEFAULT_POPULATION = 50  # Optuna's NSGAIISampler and NSGAIIISampler default
 OPTUNA_STARTUP = 10  # Optuna's TPESampler and GPSampler default
-# The surrogate's random start: the fewer random candidates, the sooner the model steers; 5 beat
-# 10 and 3 on the recorded tables of benchmarks/search_efficiency.py (a front is often 6-15).
-SURROGATE_STARTUP = 5
+# The surrogate's start before its model steers: one random candidate, then space-filling ones
+# (surrogate_sampler.SPREAD_START). Over 40 seeds of the recorded tables of
+# benchmarks/search_efficiency.py 3 needed fewer candidates than 5 on all five and than 8 on four.
+SURROGATE_STARTUP = 3
 
 
 def make_sampler(settings: SamplerSettings, resumed_trials: int,

@@ -41,8 +41,9 @@ class SamplerSpec(Strict):
     seed: int = Field(default=0, ge=0, description="Sampler seed.")
     startup_trials: int | None = Field(
         default=None, ge=1,
-        description="Random trials before surrogate, tpe or gp kicks in (none: the sampler's "
-                    "own default: 5 for surrogate, 10 for tpe and gp).")
+        description="Trials before the model of surrogate, tpe or gp steers (none: the "
+                    "sampler's own default: 3 for surrogate — one random, then each the farthest "
+                    "from those asked —, 10 random for tpe and gp).")
     population_size: int | None = Field(
         default=None, ge=2,
         description="Trials per generation of nsga2/nsga3 (none: Optuna's default of 50); keep "

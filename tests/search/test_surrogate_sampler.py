@@ -114,8 +114,42 @@ def _study(seed: int, siblings: list[optuna.Study] | None = None,
         SamplerSpec(seed=seed, startup_trials=4), 0, context))
 
 
-def test_the_default_is_the_surrogate_and_its_start_is_optunas_random_sampler() -> None:
+def test_the_default_is_the_surrogate_and_its_start_fills_the_space() -> None:
+    from dse.search.candidate_features import FeatureEncoder
+    from dse.search.candidate_space import params_key
+
     assert SamplerSpec().name == "surrogate"
+    ours = _study(seed=5)
+    theirs = optuna.create_study(directions=["maximize", "minimize"],
+                                 sampler=optuna.samplers.RandomSampler(seed=5))
+    space = CandidateSpace(GRIDDED, PROFILE)
+    listing = space.listing(10_000)
+    assert listing is not None
+    encoder = FeatureEncoder(space.distributions)
+    asked: list[dict[str, object]] = []
+    for step in range(4):  # the startup trials
+        a = ours.ask()
+        candidate = suggest_candidate(a, GRIDDED, PROFILE)
+        if step == 0:  # the first as random search's
+            b = theirs.ask()
+            assert candidate == suggest_candidate(b, GRIDDED, PROFILE)
+        else:  # each later one as far (L1 over the features) from those asked as any could be
+            rest = [p for p in listing if params_key(p) not in {params_key(q) for q in asked}]
+
+            def distance(rows: list[dict[str, object]]) -> np.ndarray:
+                gaps = encoder.encode(rows)[:, None, :] - encoder.encode(asked)[None, :, :]
+                return np.abs(gaps).sum(axis=2).min(axis=1)
+
+            assert distance([dict(a.params)])[0] == pytest.approx(distance(rest).max())
+        asked.append(dict(a.params))
+        ours.tell(a, [0.5, 1.0])
+
+
+def test_with_the_spread_start_off_the_start_is_optunas_random_sampler(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import dse.search.surrogate_sampler as surrogate
+
+    monkeypatch.setattr(surrogate, "SPREAD_START", False)
     ours = _study(seed=5)
     theirs = optuna.create_study(directions=["maximize", "minimize"],
                                  sampler=optuna.samplers.RandomSampler(seed=5))
@@ -184,6 +218,7 @@ def test_a_sibling_devices_study_lends_its_model_when_switched_on(
     assert not (surrogate.LEAD or surrogate.STACK or surrogate.SHARE)
     for switch in ("LEAD", "STACK", "SHARE"):
         monkeypatch.setattr(surrogate, switch, True)
+    monkeypatch.setattr(surrogate, "SPREAD_START", False)  # alone: a random start proposes None
     sibling = _study(seed=2)
     for _ in range(12):
         trial = sibling.ask()

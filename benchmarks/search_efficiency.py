@@ -11,8 +11,8 @@ what ``budget.trials`` counts in a campaign, where a repeat is reused unmeasured
 feasible front's hypervolume reaches 95 % and 99 % of the table's (reference: the table's
 ``default_reference``). A run stops there, or when the table is measured in full.
 
-Also measured: the surrogate's proposal time at 300 trials (on a space of ~8,600 candidates and
-on a continuous one), what a second device saves when its study learns from the first device's
+Also measured: the surrogate's proposal time at 300 trials (on listed spaces of 6,912 and 15,625
+candidates and on a continuous one), what a second device saves when its study learns from the first device's
 (``TRANSFER_PAIRS``: the same space recorded on 2 cores and on 1, for onnx-deploy and
 cnn-digits), and the search loop's own
 cost per trial against plain Optuna with the same sampler and storage.
@@ -28,8 +28,11 @@ for a 2-minute smoke run). Ends with ``BENCH`` lines:
   at most 600 candidates), worst table;
 - ``proposal_seconds``: the default's median seconds per proposal at 300 trials (worse space);
 - ``warm_start_saving``: the fraction of distinct candidates to 99 % that the second device
-  saves by learning from the first (1 - with / without, medians over seeds), the median over
-  both directions of both transfer pairs (each printed; negative: transfer cost candidates);
+  saves by starting from the first device's front, as a campaign's warm start does (1 - with /
+  without, medians over seeds), the median over both directions of both transfer pairs (each
+  printed; negative: it cost candidates);
+- ``model_transfer_saving``: the same for the sampler learning from the first device's study
+  (its model leading, its predictions as features, shared values; switched off by default);
 - ``loop_overhead_ratio``: ``dse``'s campaign loop seconds per trial with an instant (replay)
   evaluator over plain Optuna's ask / tell with the same sampler and SQLite storage (median of
   interleaved pairs).
@@ -169,7 +172,7 @@ def new_sampler(variant: str, seed: int, table: ReplayTable,
     if variant not in VARIANTS:
         raise ValueError(f"unknown sampler variant {variant!r}; allowed: {', '.join(VARIANTS)}")
     if variant == "botorch":
-        from optuna_integration import BoTorchSampler
+        from optuna_integration import BoTorchSampler  # type: ignore[import-not-found]
 
         return BoTorchSampler(seed=seed, n_startup_trials=10)
     context = SamplerContext(CandidateSpace(table.space, table.profile), lambda: list(siblings))
@@ -178,9 +181,11 @@ def new_sampler(variant: str, seed: int, table: ReplayTable,
 
 def search_run(table: ReplayTable, variant: str, seed: int, *, max_asks: int | None = None,
                targets: Sequence[float] = TARGETS, siblings: Sequence[Any] = (),
-               max_distinct: int | None = None) -> SearchRun:
+               max_distinct: int | None = None,
+               seeds: Sequence[dict[str, Any]] = ()) -> SearchRun:
     """Ask and tell until every target is reached, the table (or ``max_distinct`` candidates) is
-    measured, or ``max_asks`` trials were asked (default: 4 x the table's rows)."""
+    measured, or ``max_asks`` trials were asked (default: 4 x the table's rows). ``seeds``:
+    parameters enqueued first (a campaign's warm start)."""
     import optuna
     from optuna.trial import TrialState
 
@@ -194,6 +199,8 @@ def search_run(table: ReplayTable, variant: str, seed: int, *, max_asks: int | N
         study_name=f"{table.name}-{variant}-{seed}",
         directions=[metric(m).direction.value for m in table.objectives],
         sampler=new_sampler(variant, seed, table, siblings))
+    for params in seeds:
+        study.enqueue_trial(params)
     run = SearchRun(variant, seed, needed={t: None for t in targets}, study=study)
     seen: dict[str, list[float] | None] = {}  # candidate id -> objective values, None: failed
     front: list[list[float]] = []
@@ -325,7 +332,10 @@ def proposal_seconds(space_file: Path, trials: int = 300, timed: int = 15, seed:
     from dse.search.surrogate_sampler import SamplerContext, SurrogateSampler
     from dse.spec.loading import load_profile, load_search_space
 
+    from dse.metrics import declare
+
     space = load_search_space(space_file)
+    declare(space.metric_specs())  # a space of free parameters declares its own metrics
     profile = load_profile(REPO / "hw_profiles" / "local-cpu.yaml")
     objectives = [o.metric for o in space.objectives]
     sampler = SurrogateSampler(SamplerContext(CandidateSpace(space, profile)), seed=seed,
@@ -337,10 +347,16 @@ def proposal_seconds(space_file: Path, trials: int = 300, timed: int = 15, seed:
         digest = int(params_key(params).encode().hex()[-12:], 16)
         return [((digest >> (8 * i)) % 251) / 251.0 for i in range(len(objectives))]
 
-    for _ in range(trials):
-        trial = study.ask()
-        suggest_candidate(trial, space, profile)
-        study.tell(trial, stand_in(trial.params))
+    import dse.search.surrogate_sampler as surrogate
+
+    spread, surrogate.SPREAD_START = surrogate.SPREAD_START, False  # a random fill is enough
+    try:
+        for _ in range(trials):
+            trial = study.ask()
+            suggest_candidate(trial, space, profile)
+            study.tell(trial, stand_in(trial.params))
+    finally:
+        surrogate.SPREAD_START = spread
     sampler.startup_trials = 10
     seconds = []
     for _ in range(timed):
@@ -352,25 +368,60 @@ def proposal_seconds(space_file: Path, trials: int = 300, timed: int = 15, seed:
     return statistics.median(seconds)
 
 
-def transfer(first: ReplayTable, second: ReplayTable, seeds: Sequence[int]
-             ) -> tuple[Summary, Summary]:
-    """The default sampler on ``second`` without and with ``first``'s study (searched to its
-    budget beforehand, same seed) as a sibling, its transfer switches on."""
+def front_seeds(study: Any, table: ReplayTable, cap: int) -> list[dict[str, Any]]:
+    """The parameters of ``study``'s front (completed trials, distinct), thinned evenly along
+    the first objective to ``cap`` — what a campaign's warm start enqueues on a new device
+    (dse.search.warm_start: at most half the budget)."""
+    from optuna.trial import TrialState
+
+    from dse.search.pareto import pareto_mask
+
+    done: dict[str, Any] = {}
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        done.setdefault(str(sorted(trial.params.items())), trial)
+    trials = list(done.values())
+    if not trials:
+        return []
+    mask = pareto_mask(np.array([t.values for t in trials]), table.objectives)
+    front = sorted((t for t, keep in zip(trials, mask, strict=True) if keep),
+                   key=lambda t: t.values[0])
+    if len(front) > cap:
+        front = [front[round(i * (len(front) - 1) / max(cap - 1, 1))] for i in range(cap)]
+    return [dict(t.params) for t in front]
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """The second device's runs: alone, seeded with the first device's front (as a campaign's
+    warm start does), and with the first device's study as the sampler's sibling."""
+
+    alone: Summary
+    front: Summary
+    model: Summary
+
+
+def transfer(first: ReplayTable, second: ReplayTable, seeds: Sequence[int]) -> Transfer:
+    """The default sampler on ``second`` alone; seeded with ``first``'s front (searched to its
+    budget beforehand, same seed); and with ``first``'s study as a sibling, its transfer
+    switches on."""
     import dse.search.surrogate_sampler as surrogate
 
-    alone, helped = [], []
+    alone, fronted, helped = [], [], []
     switches = (surrogate.STACK, surrogate.LEAD, surrogate.SHARE)
     for seed in seeds:
         source = search_run(first, DEFAULT_SAMPLER, seed, targets=(1.01,),
                             max_distinct=first.budget).study
         alone.append(search_run(second, DEFAULT_SAMPLER, seed))
-        # The transfers are off by default (they cost more than they saved here): on to measure.
+        fronted.append(search_run(second, DEFAULT_SAMPLER, seed,
+                                  seeds=front_seeds(source, first, second.budget // 2)))
+        # The model transfers are off by default (they cost more than they saved here): on to
+        # measure them.
         surrogate.STACK = surrogate.LEAD = surrogate.SHARE = True
         try:
             helped.append(search_run(second, DEFAULT_SAMPLER, seed, siblings=[source]))
         finally:
             surrogate.STACK, surrogate.LEAD, surrogate.SHARE = switches
-    return summarize(alone, second.budget), summarize(helped, second.budget)
+    return Transfer(*(summarize(runs, second.budget) for runs in (alone, fronted, helped)))
 
 
 def loop_overhead(table_name: str, trials: int, pairs: int) -> tuple[float, float, float]:
@@ -403,7 +454,9 @@ def loop_overhead(table_name: str, trials: int, pairs: int) -> tuple[float, floa
                 f"search: {{warm_start: off}}\nruns_dir: runs\ndashboards_dir: runs\n")
             started = time.perf_counter()
             result = run_campaign(folder / "campaign.yaml", report=False)
-            dse_runs.append((time.perf_counter() - started) / len(result.trials))
+            elapsed = time.perf_counter() - started
+            count = len(result.trials)  # a property that reads the study: outside the timing
+            dse_runs.append(elapsed / count)
             replay = ReplayEvaluator(files.csv, space)
             profile = next(iter(result.experiment.devices))
             storage = f"sqlite:///{folder / 'plain.db'}"
@@ -412,7 +465,7 @@ def loop_overhead(table_name: str, trials: int, pairs: int) -> tuple[float, floa
                 storage=storage, directions=[metric(m).direction.value for m in objectives],
                 sampler=optuna.samplers.RandomSampler(seed=pair))
             asked = 0
-            while asked < len(result.trials):
+            while asked < count:
                 trial = study.ask()
                 asked += 1
                 candidate = suggest_candidate(trial, space, profile, capabilities=False)
@@ -480,22 +533,26 @@ def main(argv: Sequence[str] | None = None) -> None:
         worst["reach"] = min(worst["reach"], default.reach[0.99])
     print(f"\nsearch wall time {time.perf_counter() - started:.0f} s; {busy_note()}")
 
-    savings = []
+    savings: dict[str, list[float]] = {"front": [], "model": []}
     for pair in TRANSFER_PAIRS:
         first, second = (load_table(n) for n in pair)
         for a, b in ((first, second), (second, first)):
-            alone, helped = transfer(a, b, seeds)
-            saving = 1 - helped.median[0.99] / alone.median[0.99]
-            savings.append(saving)
-            print(f"transfer {a.name} -> {b.name}: distinct to 99 % alone "
-                  f"{alone.median[0.99]:.1f}, with the first device's study "
-                  f"{helped.median[0.99]:.1f} (saving {100 * saving:.0f} %); reach "
-                  f"{alone.reach[0.99]:.2f} -> {helped.reach[0.99]:.2f}")
+            result = transfer(a, b, seeds)
+            alone = result.alone.median[0.99]
+            line = f"transfer {a.name} -> {b.name}: distinct to 99 % alone {alone:.1f}"
+            for arm, helped in (("front", result.front), ("model", result.model)):
+                saving = 1 - helped.median[0.99] / alone
+                savings[arm].append(saving)
+                line += (f"; {arm} {helped.median[0.99]:.1f} (saving {100 * saving:.0f} %, "
+                         f"reach {helped.reach[0.99]:.2f})")
+            print(line)
 
     listed = proposal_seconds(REPO / "search_spaces" / "transformer-sequences.yaml")
+    cells = proposal_seconds(TABLE_DIR / "cell-space.yaml")
     drawn = proposal_seconds(TABLE_DIR / "continuous-space.yaml")
-    print(f"proposal at 300 trials: {listed:.3f} s (listed space, transformer-sequences), "
-          f"{drawn:.3f} s (continuous space: drawn pool)")
+    print(f"proposal at 300 trials: {listed:.3f} s (listed space, transformer-sequences: 6,912 "
+          f"candidates), {cells:.3f} s (listed, cell-space: 15,625), {drawn:.3f} s (continuous "
+          f"space: drawn pool)")
 
     # 60 distinct of the table's 128: a budget the table can meet without a long tail of repeats.
     dse_s, plain_s, overhead = loop_overhead("cnn-digits", 30 if args.quick else 60,
@@ -505,8 +562,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"BENCH default_ratio_99 {worst['ratio']:.3f}")
     print(f"BENCH default_oracle_ratio_99 {worst['oracle']:.3f}")
     print(f"BENCH default_reach_99 {worst['reach']:.3f}")
-    print(f"BENCH proposal_seconds {max(listed, drawn):.3f}")
-    print(f"BENCH warm_start_saving {statistics.median(savings):.3f}")
+    print(f"BENCH proposal_seconds {max(listed, cells, drawn):.3f}")
+    print(f"BENCH warm_start_saving {statistics.median(savings['front']):.3f}")
+    print(f"BENCH model_transfer_saving {statistics.median(savings['model']):.3f}")
     print(f"BENCH loop_overhead_ratio {overhead:.3f}")
 
 

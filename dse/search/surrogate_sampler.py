@@ -249,8 +249,9 @@ class SurrogateSampler(optuna.samplers.BaseSampler):
         """The row of ``features`` farthest (L1) from every candidate the study has asked; ties
         broken at random."""
         asked = [t.params for t in study.get_trials(deepcopy=False) if t.params]
-        taken = self._encoder_for().encode(asked)
-        distance = np.abs(features[:, None, :] - taken[None, :, :]).sum(axis=2).min(axis=1)
+        distance = np.full(len(features), np.inf)
+        for row in self._encoder_for().encode(asked):  # one asked row at a time: memory O(pool)
+            distance = np.minimum(distance, np.abs(features - row).sum(axis=1))
         best = np.flatnonzero(distance >= distance.max() - 1e-12)
         return int(self._rng.choice(best))
 

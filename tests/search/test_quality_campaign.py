@@ -15,15 +15,17 @@ from dse.results import load_campaign
 from tests.conftest import tiny_experiment_text
 
 # A floor no run reaches in its half second: every measured trial is underpowered, yet has
-# samples enough for its p99 interval (so it is measured, not failed).
+# samples enough for its p99 interval (so it is measured, not failed). Interference is ignored:
+# on a busy machine a window would be flagged disturbed instead (tested elsewhere).
 UNREACHABLE = ("measurement: {warmup_max_seconds: 0.1, min_iters: 200000, min_seconds: 0.0, "
-               "max_seconds: 0.5}\n")
+               "max_seconds: 0.5, interference: {action: ignore}}\n")
 
 
 def _experiment(path: Path, extra: str = "") -> None:
     text = tiny_experiment_text(3, name="unclean")
     start = text.index("measurement:")
-    path.write_text(text[:start] + UNREACHABLE.replace("}", extra + "}"))
+    head, tail = UNREACHABLE.rsplit("}", 1)  # extra settings go in the measurement's braces
+    path.write_text(text[:start] + head + extra + "}" + tail)
 
 
 def test_underpowered_trials_are_flagged_everywhere_and_kept_off_the_front(

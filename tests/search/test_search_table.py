@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import optuna
 import pandas as pd
 import pytest
 
@@ -135,3 +136,38 @@ def test_short_benchmark_gives_numbers_in_range() -> None:
             assert math.isinf(median) or 1 <= median <= 40
             assert 0 <= summary.missed[target] <= 2
         assert summary.median[0.95] <= summary.median[0.99]
+
+
+@pytest.mark.parametrize("name", ["onnx-deploy", "onnx-deploy-1core", "cnn-digits-1core",
+                                  "transformer"])
+def test_every_later_table_holds_each_candidate_of_its_space_once(name: str) -> None:
+    from dse.search.candidate_space import CandidateSpace
+    from dse.search.evaluators import InfeasibleCandidate
+
+    bench = _benchmark_module()
+    table = bench.load_table(name)
+    listing = CandidateSpace(table.space, table.profile).listing(100_000)
+    assert listing is not None and len(listing) == table.rows
+    assert 1 <= table.front_size < table.rows // 2 and table.true_hypervolume > 0
+    ok = 0
+    for params in listing:
+        candidate = suggest_candidate(optuna.trial.FixedTrial(params), table.space, table.profile)
+        try:
+            metrics = table.evaluator(candidate)
+        except InfeasibleCandidate as failed:  # recorded as failed: the reason is kept
+            assert "failed" in str(failed) or "not in the recorded table" in str(failed), failed
+            continue
+        ok += all(math.isfinite(metrics[m]) for m in table.objectives)
+    assert ok > len(listing) // 3
+
+
+def test_a_second_device_can_start_from_the_first_devices_front() -> None:
+    bench = _benchmark_module()
+    first, second = bench.load_table("onnx-deploy"), bench.load_table("onnx-deploy-1core")
+    source = bench.search_run(first, "surrogate", 0, targets=(1.01,), max_distinct=20).study
+    seeds = bench.front_seeds(source, first, cap=3)
+    assert 1 <= len(seeds) <= 3
+    run = bench.search_run(second, "surrogate", 0, seeds=seeds)
+    asked = [t.params for t in run.study.trials[:len(seeds)]]
+    assert asked == seeds  # the seeds are measured first, in order
+    assert run.needed[0.99] is not None

@@ -326,13 +326,11 @@ def proposal_seconds(space_file: Path, trials: int = 300, timed: int = 15, seed:
     them."""
     import optuna
 
-    from dse.metrics import metric
+    from dse.metrics import declare, metric
     from dse.search.candidate_space import CandidateSpace, params_key
     from dse.search.space import suggest_candidate
     from dse.search.surrogate_sampler import SamplerContext, SurrogateSampler
     from dse.spec.loading import load_profile, load_search_space
-
-    from dse.metrics import declare
 
     space = load_search_space(space_file)
     declare(space.metric_specs())  # a space of free parameters declares its own metrics

@@ -12,10 +12,11 @@ set aside: backend, batch size, knobs) both devices measured gave equal values (
 gave two values. One differing value and the objective is predicted like any other.
 
 Within one device the same rule would let a model group's first measurement fix its value for the
-group's other deployments. It is not used: on the recorded tables it saved candidates on one (the
-transformer cut, median 29 -> 26 to 99 %) but on another it took away the doubt that led the search
-to an outlier worth more than 1 % of the hypervolume (a batch-8 throughput twice the next best,
-in a low-accuracy group), and 30 % of the seeds then missed 99 % within the budget.
+group's other deployments. It is not used: on the recorded tables (with a random start of 5) it
+saved candidates on one (the transformer cut, median 29 -> 26 to 99 %) but on another it took
+away the doubt that led the search to an outlier worth more than 1 % of the hypervolume (a
+batch-8 throughput twice the next best, in a low-accuracy group), and 30 % of the seeds then
+missed 99 % within the budget.
 """
 
 from __future__ import annotations

@@ -52,13 +52,13 @@ NEIGHBOURS = 600
 #: Optimism: prediction less BETA times the trees' spread. On the recorded tables of
 #: benchmarks/search_efficiency.py (20 seeds each): 1.0 missed 99 % within the budget on 2 of 20
 #: cnn-digits seeds, 1.25 and 1.5 reached it on every seed, 2 needed about a third more
-#: candidates on the transformer cut.
+#: candidates on the transformer cut (measured with a random start of 5).
 BETA = 1.5
 #: Transfer from a sibling device: its model's predictions as extra features of this device's
 #: model (STACK), its model alone ranking this device's first candidates (LEAD), objective values
 #: both devices measured alike used as known (SHARE, shared_objectives). Off: on the recorded
 #: transfer pairs of benchmarks/search_efficiency.py they cost more candidates than they saved
-#: in three directions of four (e.g. cnn-digits 1 core -> 2 cores: 25.5 -> 64.5 to 99 %); the
+#: in three directions of four (e.g. cnn-digits 1 core -> 2 cores: 20 -> 71 to 99 %); the
 #: benchmark switches them on to measure that.
 STACK = False
 LEAD = False

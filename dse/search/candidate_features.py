@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import optuna.distributions as od
 
-FloatArray = npt.NDArray[np.float64]
+from dse.dominance import FloatArray
+
 ABSENT = -1.0
 
 

@@ -24,6 +24,10 @@ from dse.spec import HardwareProfile, SearchSpace
 
 Params = dict[str, Any]
 
+#: Spaces of at most this many combinations are listed: scored in full by the surrogate sampler,
+#: counted by :func:`space_counter`.
+LISTING_LIMIT = 20_000
+
 
 def params_key(params: Mapping[str, Any]) -> str:
     """One string per distinct parameter combination (the order of the names does not matter)."""
@@ -200,18 +204,16 @@ class _PathWalker:
         return option(distribution, self.path[position] if position < len(self.path) else 0)
 
 
-#: A space of more combinations than this is not counted by :func:`space_counter`.
-COUNT_LIMIT = 20_000
 
 
 def space_counter(space: SearchSpace, profile: HardwareProfile, *,
                   capabilities: bool = True) -> Callable[[], int | None]:
     """A function that counts the distinct candidates of ``profile``'s search (None: continuous,
-    or more than ``COUNT_LIMIT``); listing costs ~0.2 s for 7,000 candidates, so the search loop
+    or more than ``LISTING_LIMIT``); listing costs ~0.2 s for 7,000 candidates, so the search loop
     calls it only once a repeat suggests a small space."""
 
     def count() -> int | None:
-        listing = CandidateSpace(space, profile, capabilities).listing(COUNT_LIMIT)
+        listing = CandidateSpace(space, profile, capabilities).listing(LISTING_LIMIT)
         return None if listing is None else len(listing)
 
     return count

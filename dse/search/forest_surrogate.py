@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
-FloatArray = npt.NDArray[np.float64]
+from dse.dominance import FloatArray
 
 TREES = 48
 LOG_SPAN = 10.0

@@ -11,11 +11,8 @@ improve, in the objective where that is cheapest, to no longer be dominated) is 
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
-from dse.dominance import exclusive_volume, nondominated
-
-FloatArray = npt.NDArray[np.float64]
+from dse.dominance import FloatArray, exclusive_volume, nondominated
 
 # Exact hypervolume gains are computed for at most this many candidates (those needing the
 # least improvement): in 3 or more objectives each costs a slicing of the front.

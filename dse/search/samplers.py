@@ -117,8 +117,8 @@ def _grid(settings: SamplerSettings, seed: int) -> optuna.samplers.BaseSampler:
 
 for _declaration in (
         SamplerDeclaration("surrogate", _surrogate,
-                           "random start, then the unmeasured candidate a forest model of the "
-                           "measurements expects to extend the front most", uses_context=True),
+                           "a space-filling start, then the unmeasured candidate a forest model "
+                           "of the measurements expects to extend the front most", uses_context=True),
         SamplerDeclaration("tpe", _tpe, "multi-objective TPE"),
         SamplerDeclaration("nsga2", _nsga2, "NSGA-II (genetic)"),
         SamplerDeclaration("nsga3", _nsga3, "NSGA-III (genetic, reference points)"),

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.search.candidate_features import FloatArray
+from dse.dominance import FloatArray
 from dse.search.candidate_space import Params, params_key
 
 #: Model groups two devices must share, with equal values, before one device's values serve the

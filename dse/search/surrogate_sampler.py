@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import optuna
 
-from dse.search.candidate_features import FeatureEncoder, FloatArray
-from dse.search.candidate_space import CandidateSpace, Params, params_key
+from dse.dominance import FloatArray, undominated
+from dse.search.candidate_features import FeatureEncoder
+from dse.search.candidate_space import LISTING_LIMIT, CandidateSpace, Params, params_key
 from dse.search.forest_surrogate import ForestSurrogate
 from dse.search.front_acquisition import choose
 from dse.search.shared_objectives import known_values, model_group
@@ -43,8 +44,9 @@ if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
     from optuna.trial import FrozenTrial
 
-#: A discrete space of at most this many candidates is scored in full at every proposal.
-LIST_LIMIT = 20_000
+#: A discrete space of at most this many candidates is scored in full at every proposal (the
+#: limit up to which the search loop also counts a space, to stop once it is measured in full).
+LIST_LIMIT = LISTING_LIMIT
 #: Random candidates scored per proposal in a larger or continuous space ...
 POOL_DRAWS = 1000
 #: ... plus about this many neighbours of the front's members (at least 2 each).
@@ -286,9 +288,7 @@ class SurrogateSampler(optuna.samplers.BaseSampler):
                 self._pool_features, self._pool_encoder = encoder.encode(self._pool), encoder
             return self._pool, self._pool_keys, self._pool_features
         pool = [space.draw(self._rng) for _ in range(POOL_DRAWS)]
-        values = own.values
-        members = [i for i, point in enumerate(values)  # the front's
-                   if not (np.all(values <= point, axis=1) & np.any(values < point, axis=1)).any()]
+        members = np.flatnonzero(undominated(own.values, own.values, own.values))  # the front's
         each = max(2, NEIGHBOURS // max(1, len(members)))
         for index in members:
             pool.extend(space.neighbour(own.params[index], self._rng) for _ in range(each))

@@ -32,8 +32,8 @@ class SamplerSpec(Strict):
 
     name: SamplerName = Field(
         default="surrogate",
-        description="Sampler (each registered one; dse's own: surrogate (the default: a random "
-                    "start, then the unmeasured candidate a forest model of the measurements "
+        description="Sampler (each registered one; dse's own: surrogate (the default: a "
+                    "space-filling start, then the unmeasured candidate a forest model of the measurements "
                     "expects to extend the front most), tpe (multi-objective TPE), nsga2, "
                     "nsga3 (genetic), gp (Gaussian process, constrained multi-objective), "
                     "random, or grid (every combination of a small space once; ranges need a "

@@ -184,6 +184,23 @@ def test_no_candidate_is_proposed_twice_while_one_is_unmeasured_and_failures_are
     assert order.count("torch") >= 4  # measured once the others ran out
 
 
+def test_on_a_space_too_large_to_list_the_model_proposes_new_valid_candidates() -> None:
+    # A continuous width: no listing, so each proposal scores random draws plus neighbours of
+    # the front found so far (the front's members picked through dse.dominance).
+    continuous = SearchSpace.model_validate(yaml.safe_load(TINY_SPACE.replace(
+        "width_mult: [0.5, 1.0]", "width_mult: {low: 0.5, high: 1.0}")))
+    study = _study(seed=4, space=continuous)
+    sampler = study.sampler
+    for _ in range(8):
+        trial = study.ask()
+        _tell(study, trial, suggest_candidate(trial, continuous, PROFILE))
+    asked = {params_key(t.params) for t in study.trials}
+    proposal = sampler.propose(study)  # type: ignore[attr-defined]
+    assert proposal is not None and params_key(proposal) not in asked
+    candidate = _candidate_of(proposal, continuous)
+    assert 0.5 <= candidate.arch["width_mult"] <= 1.0 and candidate.backend == "onnxruntime"
+
+
 def test_the_acquisition_takes_the_largest_gain_or_the_closest_to_the_front() -> None:
     front = np.array([[0.2, 0.8], [0.8, 0.2]])
     reference = np.array([1.1, 1.1])

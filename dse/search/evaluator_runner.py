@@ -42,6 +42,7 @@ from dse.search.evaluator_calls import (
     timed_out,
 )
 from dse.search.evaluator_worker import ProcessRunner
+from dse.search.interrupts import interrupt_remembered, wait_until
 
 if TYPE_CHECKING:
     from dse.candidate import Candidate
@@ -108,15 +109,25 @@ class ThreadRunner:
         if self._thread is None:
             self._thread = _CallThread(self.function)
         thread = self._thread
-        thread.requests.put(candidate)
+        answers: list[Outcome] = []
+
+        def answered(seconds: float) -> bool:
+            try:
+                answers.append(thread.outcomes.get(timeout=seconds))
+            except queue.Empty:
+                return False
+            return True
+
         try:
-            return thread.outcomes.get(timeout=timeout_s)
-        except queue.Empty:
+            with interrupt_remembered() as interrupted:
+                thread.requests.put(candidate)
+                if wait_until(answered, timeout_s, interrupted):
+                    return answers[0]
             self.abandoned += 1
             self.close()
             return timed_out(timeout_s or 0.0, "it runs in a thread of dse, which cannot be "
-                              "stopped, so the call was abandoned and runs on (give the "
-                              "evaluator as an importable module:function to have it stopped)")
+                             "stopped, so the call was abandoned and runs on (give the "
+                             "evaluator as an importable module:function to have it stopped)")
         except BaseException:
             # Interrupted (Ctrl-C) mid-call: the call's answer would be taken for the next one's.
             self.close()

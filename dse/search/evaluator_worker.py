@@ -20,6 +20,7 @@ from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING
 
 from dse.search.evaluator_calls import Outcome, call_outcome, load_reference, timed_out
+from dse.search.interrupts import interrupt_remembered, wait_until
 
 if TYPE_CHECKING:
     from dse.candidate import Candidate
@@ -128,9 +129,10 @@ class _Worker:
 
     def call(self, candidate: Candidate, timeout_s: float | None) -> Outcome | None:
         """The call's outcome; None when it ran past ``timeout_s``."""
-        self.channel.send(candidate)
-        if not self.channel.poll(timeout_s):
-            return None
+        with interrupt_remembered() as interrupted:
+            self.channel.send(candidate)
+            if not wait_until(self.channel.poll, timeout_s, interrupted):
+                return None
         try:
             data = self.channel.recv_bytes()
         except (EOFError, OSError):

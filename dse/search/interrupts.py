@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from dse.exceptions import Terminated
+
+# How often a wait looks whether a Ctrl-C was lost on its way (see interrupt_remembered).
+INTERRUPT_CHECK_S = 0.2
 
 
 class StickyInterrupt:
@@ -71,3 +75,50 @@ def _replaceable(handler: Any) -> bool:
     if handler in (signal.default_int_handler, signal.SIG_DFL):
         return True
     return str(getattr(handler, "__module__", "")).startswith("ray.")
+
+
+@contextmanager
+def interrupt_remembered() -> Iterator[Callable[[], bool]]:
+    """Whether a Ctrl-C came while the block ran, even one whose KeyboardInterrupt Python dropped.
+
+    Python runs a signal handler at the next bytecode of the main thread, which may be inside a
+    weakref callback or a ``__del__`` (a garbage collection while the candidate is pickled):
+    an exception raised there is printed as "Exception ignored" and lost, and the driver would
+    wait out a blocking call as if nobody had pressed Ctrl-C. The handler in force keeps its
+    say; a KeyboardInterrupt it raises is remembered here, so a wait that polls can raise it
+    again. (:class:`StickyInterrupt` does the same for the search loop's turns.)
+    """
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield lambda: False  # no handler of ours can run: signals reach the main thread only
+        return
+    raised = threading.Event()
+
+    def remember(signum: int, frame: object) -> None:
+        try:
+            previous(signum, frame)  # type: ignore[arg-type]
+        except KeyboardInterrupt:
+            raised.set()
+            raise
+
+    signal.signal(signal.SIGINT, remember)
+    try:
+        yield raised.is_set
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def wait_until(ready: Callable[[float], bool], timeout_s: float | None,
+               interrupted: Callable[[], bool]) -> bool:
+    """Whether ``ready(seconds)`` (a wait of at most that long) came true within ``timeout_s``
+    (None: no limit), waiting in short turns so that a Ctrl-C ``interrupted`` remembers, though
+    Python dropped it, raises KeyboardInterrupt here."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        if interrupted():
+            raise KeyboardInterrupt
+        left = INTERRUPT_CHECK_S if deadline is None else deadline - time.monotonic()
+        if ready(max(0.0, min(left, INTERRUPT_CHECK_S))):
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False

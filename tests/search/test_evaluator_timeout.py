@@ -326,6 +326,37 @@ def test_ctrl_c_while_a_call_runs_stops_the_driver_and_its_worker() -> None:
         signal.signal(signal.SIGINT, previous)
 
 
+class _CtrlCLostInAFinaliser:
+    """A parameter whose pickling (as the driver sends the call) lets a Ctrl-C land inside a
+    finaliser, where Python prints the KeyboardInterrupt as "Exception ignored" and drops it; it
+    reaches the worker as a plain string."""
+
+    def __reduce__(self) -> tuple[type[str], tuple[str]]:
+        _PressesCtrlCWhenDropped()  # dropped at once: its __del__ runs now, inside the pickling
+        return (str, ("pickled",))
+
+
+class _PressesCtrlCWhenDropped:
+    def __del__(self) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # the handler runs here, inside the finaliser
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.usefixtures("helpers")
+def test_a_ctrl_c_that_python_drops_in_a_callback_still_stops_the_call() -> None:
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    runner = ProcessRunner(f"{HELPERS}:act")
+    try:
+        first = _pid(runner.call(_candidate(), 60.0))
+        with pytest.raises(KeyboardInterrupt):
+            # Without the remembered interrupt the call waits out its deadline (None: timed out).
+            runner.call(_candidate(act="hang", lost=_CtrlCLostInAFinaliser()), 120.0)
+        assert _gone(first)
+    finally:
+        runner.close()
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_the_worker_process_ends_with_a_killed_driver(helpers: ModuleType, tmp_path: Path) -> None:
     pid_file = tmp_path / "worker.pid"
     driver_code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dse.campaign_checks import replay_table_problems, space_problems
+from dse.campaign_checks import device_problems, replay_table_problems, space_problems
 from dse.campaign_setup import campaign_lease, check_farm_can_measure, declare_metrics, make_dispatcher
 from dse.exceptions import DseError, SpecError
 from dse.search.loop import ProgressCallback
@@ -34,7 +34,8 @@ def load_experiment(path: str | os.PathLike[str]) -> Experiment:
 
     Beyond the files' own fields, the search space is checked against the registries (model
     source, arch parameters, backend knobs and their values), each replay table against the
-    space, and the sampler and baseline against the space.
+    space, the arch and knob values against each device's kind, and the sampler and baseline
+    against the space.
 
     Args:
         path: The experiment's YAML file; the files it names are read relative to it.
@@ -58,9 +59,10 @@ def load_experiment(path: str | os.PathLike[str]) -> Experiment:
     experiment = load_experiment_files(path)
     problems = space_problems(path.parent / experiment.spec.search_space, experiment.space)
     problems.extend(replay_table_problems(experiment))
-    if not problems:  # the sampler and baseline checks assume a valid space
+    if not problems:  # these checks assume a valid space
         from dse.search.experiment_checks import search_problems
 
+        problems.extend(device_problems(experiment))
         problems.extend(search_problems(experiment))
     if problems:
         raise SpecError(problems)

@@ -11,6 +11,7 @@ from dse.spec.models import ParamSpec, checked_values
 
 if TYPE_CHECKING:
     from dse.backends.base import Backend
+    from dse.spec import HardwareProfile
 
 
 def space_problems(path: Path, space: SearchSpace) -> list[str]:
@@ -47,6 +48,52 @@ def knob_value_problems(backend: Backend, knob: str, values: ParamSpec) -> list[
         except BuildError as exc:
             problems.append(str(exc))
     return problems
+
+
+def device_problems(experiment: Experiment) -> list[str]:
+    """Arch and knob values of the space that cannot run on a device of the experiment (a
+    CUDA-only kernel or CUDA-graph capture on a cpu device): one line each, naming the space's
+    field and the profile. Replay profiles and a custom evaluator measure no device: not checked.
+    Every device is checked alike, so a value one profile cannot run is refused for the whole
+    experiment rather than searched on some devices only."""
+    if experiment.evaluator is not None:
+        return []
+    space_file = experiment.path.parent / experiment.spec.search_space
+    problems: list[str] = []
+    for index, profile in enumerate(experiment.devices):
+        if profile.kind == "replay":
+            continue
+        where = (f"cannot run on devices[{index}] of {experiment.path} ({profile.name!r}, a "
+                 f"{profile.kind} device)")
+        problems.extend(f"{space_file}: {field}: {reason}; it {where}"
+                        for field, reason in _kind_problems(experiment.space, profile))
+    return problems
+
+
+def _kind_problems(space: SearchSpace, profile: HardwareProfile) -> list[tuple[str, str]]:
+    """(field, reason) for each arch or knob value of ``space`` that ``profile``'s kind refuses."""
+    from dse.backends import get_backend
+    from dse.exceptions import BuildError
+    from dse.models import get_family
+
+    found: list[tuple[str, str]] = []
+    if space.model is not None and space.model.family is not None:
+        family = get_family(space.model.family)
+        for key, spec in space.model.arch.items():
+            for value in dict.fromkeys(checked_values(spec)):
+                reason = family.device_problem({key: value}, profile.kind)
+                if reason is not None:
+                    found.append((f"model.arch.{key}", reason))
+    backends = {} if space.deployment is None else space.deployment.backends
+    for name in [b for b in backends if b in profile.backends]:
+        backend = get_backend(name)
+        for knob, values in backends[name].knobs.items():
+            for value in dict.fromkeys(checked_values(values)):
+                try:
+                    backend.check_knob_device({knob: value}, profile.kind)
+                except BuildError as exc:
+                    found.append((f"deployment.backends.{name}.knobs.{knob}", str(exc)))
+    return found
 
 
 def replay_table_problems(experiment: Experiment) -> list[str]:

@@ -220,6 +220,10 @@ METRICS: dict[str, MetricSpec] = _table(
     MetricSpec("compile_seconds", "s", MIN,
                "Time the runtime spent compiling on the device (torch.compile, engine builds), "
                "cache hits excluded."),
+    MetricSpec("tuning_seconds", "s", MIN,
+               "Time an auto-tuner (TVM's MetaSchedule) spent searching schedules for this "
+               "candidate on its device; a build that reuses the device's cached tuning reports "
+               "what that tuning cost."),
     MetricSpec("build_seconds", "s", MIN,
                "Wall time to build the artifact (export, quantization, compile), cache hits excluded."),
     MetricSpec("train_seconds", "s", MIN,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dse.backends._sdpa_knob import attention_kernel, check_kernel_device, kernel_context
 from dse.backends.base import Backend, Runner, default_threads, thread_knob
 from dse.backends.capabilities import BF16_CC, CAPABILITIES, TRITON_CC
 from dse.build.artifact import TORCH_DTYPES
@@ -48,19 +49,27 @@ class Placement:
 
 
 def check_torch_knobs(backend: Backend, knobs: Mapping[str, Any]) -> None:
-    """The knob rules both torch backends share (names, thread count, precision_mode)."""
+    """The knob rules both torch backends share (names, thread count, precision_mode,
+    attention_kernel)."""
     backend.check_knobs(knobs)
     thread_knob(knobs, backend.thread_knob, 1)
     mode = knobs.get("precision_mode", "dtype")
     if not isinstance(mode, str) or mode not in PRECISION_MODES:
         raise BuildError(f"knob 'precision_mode' must be one of {list(PRECISION_MODES)}, "
                          f"got {mode!r}")
+    attention_kernel(knobs)
+
+
+def check_torch_knob_device(knobs: Mapping[str, Any], device_kind: str) -> None:
+    """The device-kind rules both torch backends share: no CUDA-only SDPA kernel on a cpu."""
+    check_kernel_device(knobs, device_kind)
 
 
 def resolve_placement(backend: Backend, artifact: Artifact, knobs: Mapping[str, Any],
                       profile: HardwareProfile) -> Placement:
     """Check knobs, artifact and device for a torch backend; BuildError naming what is wrong."""
     backend.check_knob_values(knobs)
+    backend.check_knob_device(knobs, profile.kind)
     threads = thread_knob(knobs, backend.thread_knob, default_threads(profile))
     mode = knobs.get("precision_mode", "dtype")
     if artifact.format != "torch" or artifact.module is None:
@@ -105,6 +114,16 @@ def place_module(artifact: Artifact, placement: Placement) -> torch.nn.Module:
     return module.eval()
 
 
+def probe_batch(artifact: Artifact, placement: Placement) -> torch.Tensor:
+    """One sample of zeros on the placement's device, in the dtype inputs are cast to: the
+    input of a check run at compile time."""
+    import torch
+
+    dtype = placement.dtype if placement.precision_mode == "dtype" else "float32"
+    return torch.zeros((1, *artifact.input_shape), device=placement.device,
+                       dtype=getattr(torch, dtype))
+
+
 def borrowed_bytes(module: torch.nn.Module, artifact: Artifact) -> int:
     """The bytes of ``module``'s parameters and buffers when it is the artifact's own module
     (on the CPU, not copied by :func:`place_module`): resident before the runner existed."""
@@ -130,14 +149,22 @@ def settings(backend: str, placement: Placement) -> dict[str, str]:
 
 
 class TorchRunner(Runner):
-    """Calls a module under ``torch.inference_mode`` and returns float32 numpy logits."""
+    """Calls a module under ``torch.inference_mode`` (and the ``attention_kernel`` knob's
+    ``sdpa_kernel``, ``kernel``) and returns float32 numpy logits."""
 
     def __init__(self, module: Callable[[torch.Tensor], torch.Tensor], placement: Placement,
-                 batch_size: int, settings: dict[str, str]) -> None:
+                 batch_size: int, settings: dict[str, str], kernel: str = "default") -> None:
         self._module: Callable[[torch.Tensor], torch.Tensor] | None = module
         self._placement = placement
-        self._settings = settings
+        self._settings = {**settings, "attention_kernel": kernel}
+        self._kernel = kernel
         self.batch_size = batch_size
+
+    @property
+    def input_dtype(self) -> str:
+        """The torch dtype name inputs are cast to: the precision's, unless autocast casts."""
+        place = self._placement
+        return place.dtype if place.precision_mode == "dtype" else "float32"
 
     def run(self, x: np.ndarray) -> np.ndarray:
         import torch
@@ -151,9 +178,9 @@ class TorchRunner(Runner):
         if not feed.flags.writeable or feed.strides != _c_strides(feed):
             feed = feed.copy()
         place = self._placement
-        dtype = getattr(torch, place.dtype if place.precision_mode == "dtype" else "float32")
-        with torch.inference_mode(), torch.autocast(place.device, getattr(torch, place.dtype),
-                                                    enabled=place.autocast):
+        dtype = getattr(torch, self.input_dtype)
+        with torch.inference_mode(), kernel_context(self._kernel), torch.autocast(
+                place.device, getattr(torch, place.dtype), enabled=place.autocast):
             logits = self._module(torch.from_numpy(feed).to(place.device, dtype))
             if place.device == "cuda":
                 # run() is synchronous by contract: timings must include the GPU's work.

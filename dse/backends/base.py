@@ -38,6 +38,9 @@ class Runner(ABC):
         compile_seconds: time the runtime spent compiling on the device inside
             :meth:`Backend.compile` (torch.compile, engine builds), or None for a runtime that
             compiles nothing there.
+        tuning_seconds: time an auto-tuner spent searching schedules for the candidate on its
+            device (TVM's MetaSchedule) when the tuning was made — also when this build reused
+            its cached result — or None for a backend that tunes nothing.
         borrowed_bytes: bytes of host memory the runner runs from that were resident before it
             was built (a torch module on the CPU used as is, not copied): part of the model's
             footprint that the process's RSS already held (see ``dse.measure.footprint``).
@@ -45,6 +48,7 @@ class Runner(ABC):
 
     batch_size: int
     compile_seconds: float | None = None
+    tuning_seconds: float | None = None
     borrowed_bytes: int = 0
 
     @abstractmethod
@@ -126,6 +130,12 @@ class Backend(ABC):
         without the runtime or a device, so ``dse validate`` can check a space's knob values
         before anything is trained. Backends with value rules override it."""
         self.check_knobs(knobs)
+
+    def check_knob_device(self, knobs: Mapping[str, Any], device_kind: str) -> None:  # noqa: B027
+        """Raise BuildError, in one line, for a knob value that cannot run on any device of
+        ``device_kind`` (a CUDA-graph capture on a cpu device). Torch-free and device-free like
+        :meth:`check_knob_values`: ``dse validate`` asks it per knob value and device of an
+        experiment, the worker again before training. Backends with such knobs override it."""
 
 
 def default_threads(profile: HardwareProfile) -> int:

@@ -125,6 +125,11 @@ class OrtRunner(Runner):
         self._settings = settings
         self.batch_size = batch_size
 
+    @property
+    def session(self) -> Any:
+        """The ``InferenceSession`` (None once closed), for a runner that drives it otherwise."""
+        return self._session
+
     def run(self, x: np.ndarray) -> np.ndarray:
         if self._session is None:
             raise RuntimeError("run() on a closed onnxruntime runner")

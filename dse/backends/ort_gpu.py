@@ -126,6 +126,13 @@ def _int_knob(knobs: Mapping[str, Any], name: str, allowed: range | None) -> int
     return int(value)
 
 
+def _cuda_graph(knobs: Mapping[str, Any]) -> bool:
+    value = knobs.get("enable_cuda_graph", False)
+    if not isinstance(value, bool):
+        raise BuildError(f"knob 'enable_cuda_graph' must be true or false, got {value!r}")
+    return value
+
+
 def _cuda_capability(precision: str, kind: str) -> Capability:
     needs = gpu_runtime(kind, "onnxruntime-gpu with the CUDA execution provider")
     if kind == "cpu":
@@ -160,7 +167,9 @@ class OrtCudaBackend(Backend):
     outputs either way).
 
     Knobs: those of :class:`~dse.backends.ort.SessionSettings` (the CPU threads serve what ORT runs
-    on the host) and ``cudnn_conv_algo_search`` (EXHAUSTIVE, ORT's default; HEURISTIC; DEFAULT).
+    on the host), ``cudnn_conv_algo_search`` (EXHAUSTIVE, ORT's default; HEURISTIC; DEFAULT) and
+    ``enable_cuda_graph`` (default false: ORT's CUDA-graph capture and replay, through fixed
+    device buffers; see :mod:`dse.backends._ort_cuda_graph`).
     TF32 is off (``use_tf32=0``; ORT turns it on by default): an fp32 candidate computes in fp32.
     ``compile_seconds`` is the session's creation plus its first run, where cuDNN's algorithm
     search for the candidate's batch size happens.
@@ -168,7 +177,8 @@ class OrtCudaBackend(Backend):
 
     declaration = BackendDeclaration(
         name="onnxruntime_cuda", artifact_format="onnx", capability=_cuda_capability,
-        knobs=SESSION_KNOBS | {"cudnn_conv_algo_search"}, thread_knob="intra_op_threads",
+        knobs=SESSION_KNOBS | {"cudnn_conv_algo_search", "enable_cuda_graph"},
+        thread_knob="intra_op_threads",
         libraries=("onnxruntime-gpu", "onnx"), fingerprint=ORT_FINGERPRINT,
         extra="gpu", summary="ONNX Runtime, CUDA execution provider")
 
@@ -176,6 +186,12 @@ class OrtCudaBackend(Backend):
         self.check_knobs(knobs)
         SessionSettings.checked(knobs)
         choice_knob(knobs, "cudnn_conv_algo_search", CUDNN_ALGO_SEARCHES, "EXHAUSTIVE")
+        _cuda_graph(knobs)
+
+    def check_knob_device(self, knobs: Mapping[str, Any], device_kind: str) -> None:
+        if _cuda_graph(knobs) and device_kind == "cpu":
+            raise BuildError("knob 'enable_cuda_graph' true needs a CUDA device (ORT captures the "
+                             "session's CUDA kernels in a CUDA graph); a cpu device has none")
 
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
@@ -184,13 +200,25 @@ class OrtCudaBackend(Backend):
         search = choice_knob(knobs, "cudnn_conv_algo_search", CUDNN_ALGO_SEARCHES, "EXHAUSTIVE")
         onnx_path(artifact, self.name)
         check_device(self.name, artifact.precision, profile)
+        self.check_knob_device(knobs, profile.kind)
         import onnxruntime as ort
 
         require_provider(ort, CUDA_PROVIDER, self.name)
-        options = {"device_id": DEVICE_ID, "cudnn_conv_algo_search": search, "use_tf32": "0"}
+        graph = _cuda_graph(knobs)
+        options = {"device_id": DEVICE_ID, "cudnn_conv_algo_search": search, "use_tf32": "0",
+                   **({"enable_cuda_graph": "1"} if graph else {})}
         plan = SessionPlan(self.name, ((CUDA_PROVIDER, options),), timed=True,
                            requires=_GPU_LIBRARIES[CUDA_PROVIDER])
-        return compile_session(plan, artifact, settings, batch_size, "cuda", options)
+        runner = compile_session(plan, artifact, settings, batch_size, "cuda", options)
+        if not graph:
+            return runner
+        from dse.backends._ort_cuda_graph import OrtCudaGraphRunner
+
+        try:
+            return OrtCudaGraphRunner(runner, tuple(artifact.input_shape))
+        except BuildError:
+            runner.close()
+            raise
 
 
 @register_backend

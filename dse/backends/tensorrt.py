@@ -30,6 +30,7 @@ from dse.backends.trt_settings import (
     THREAD_KNOB,
     EngineSettings,
     check_compute_capability,
+    cuda_graph_knob,
     engine_cache_root,
     engine_key,
     network_flag_names,
@@ -79,7 +80,10 @@ class TensorRTBackend(Backend):
       ``max_threads``, else every core); it does not change the engine, so it is not in its key;
     - ``tf32``: let float32 layers use TF32 (default false, so fp32 computes in fp32);
     - ``strongly_typed``: build a strongly typed network, types from the graph (TensorRT 10
-      default false: weak typing with the precision's builder flag; TensorRT 11 always true).
+      default false: weak typing with the precision's builder flag; TensorRT 11 always true);
+    - ``cuda_graph``: launch the engine by replaying a CUDA graph of ``execute_async_v3``
+      captured at the candidate's batch size (default false; see
+      :mod:`dse.backends.trt_runner`). The engine is the same either way.
     """
 
     declaration = BackendDeclaration(
@@ -91,11 +95,18 @@ class TensorRTBackend(Backend):
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)
         resolve_settings(knobs, 1)
+        cuda_graph_knob(knobs)
+
+    def check_knob_device(self, knobs: Mapping[str, Any], device_kind: str) -> None:
+        if cuda_graph_knob(knobs) and device_kind == "cpu":
+            raise BuildError("knob 'cuda_graph' true needs a CUDA device (it captures the "
+                             "engine's launch in a CUDA graph); a cpu device has none")
 
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
         self.check_knobs(knobs)
         settings = resolve_settings(knobs, default_threads(profile))
+        cuda_graph = cuda_graph_knob(knobs)
         if artifact.format != "onnx" or artifact.path is None:
             raise BuildError(f"tensorrt builds engines from ONNX files, got a {artifact.format!r} "
                              f"artifact")
@@ -127,8 +138,9 @@ class TensorRTBackend(Backend):
                          cuda_device_index=str(device), device_fingerprint=fingerprint_id(fingerprint),
                          driver=fingerprint["driver"], cuda_runtime=fingerprint["cuda_runtime"])
         try:
-            return TensorRTRunner(trt, engine, io, batch_size, device, described,
-                                  built.build_seconds + load_seconds)
+            return TensorRTRunner(trt, engine, io, batch_size, device,
+                                  {**described, "cuda_graph": str(cuda_graph).lower()},
+                                  built.build_seconds + load_seconds, cuda_graph=cuda_graph)
         except RuntimeError as exc:
             raise BuildError(f"the TensorRT engine {built.path.name} loaded but cannot run: "
                              f"{exc}") from exc

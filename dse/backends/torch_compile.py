@@ -9,12 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dse.backends._sdpa_knob import attention_kernel, check_module_honours
 from dse.backends._torch_common import (
     Placement,
     TorchRunner,
     borrowed_bytes,
+    check_torch_knob_device,
     check_torch_knobs,
     place_module,
+    probe_batch,
     resolve_placement,
     settings,
     torch_capability,
@@ -45,8 +48,8 @@ class TorchCompileRunner(TorchRunner):
     """
 
     def __init__(self, module: Callable[[torch.Tensor], torch.Tensor], placement: Placement,
-                 batch_size: int, settings: dict[str, str]) -> None:
-        super().__init__(module, placement, batch_size, settings)
+                 batch_size: int, settings: dict[str, str], kernel: str = "default") -> None:
+        super().__init__(module, placement, batch_size, settings, kernel)
         self.compile_seconds = 0.0
 
     def run(self, x: np.ndarray) -> np.ndarray:
@@ -70,15 +73,18 @@ class TorchCompileBackend(Backend):
 
     Knobs: ``num_threads`` and ``precision_mode`` as for eager torch (inductor's CPU kernels take
     their thread count from torch's pool at compile time); ``mode`` ("default",
-    "reduce-overhead", "max-autotune"). ``compile`` includes the compile: it calls the compiled
-    module once on a zero batch of the candidate's batch size and records the time on the runner
-    (:attr:`TorchCompileRunner.compile_seconds`), so warm-up and timing never see it.
+    "reduce-overhead", "max-autotune"); ``attention_kernel`` as for eager torch (the compile's
+    first call runs under it too, so the graph is traced with that kernel). ``compile`` includes
+    the compile: it calls the compiled module once on a zero batch of the candidate's batch size
+    and records the time on the runner (:attr:`TorchCompileRunner.compile_seconds`), so warm-up
+    and timing never see it.
     """
 
     declaration = BackendDeclaration(
         name="torch_compile", artifact_format="torch",
         capability=functools.partial(torch_capability, "torch_compile"),
-        knobs=frozenset({"num_threads", "precision_mode", "mode"}), thread_knob="num_threads",
+        knobs=frozenset({"num_threads", "precision_mode", "mode", "attention_kernel"}),
+        thread_knob="num_threads",
         libraries=("torch",), extra="torch",
         summary="torch.compile (inductor)")
 
@@ -87,6 +93,9 @@ class TorchCompileBackend(Backend):
         mode = knobs.get("mode", "default")
         if not isinstance(mode, str) or mode not in COMPILE_MODES:
             raise BuildError(f"knob 'mode' must be one of {list(COMPILE_MODES)}, got {mode!r}")
+
+    def check_knob_device(self, knobs: Mapping[str, Any], device_kind: str) -> None:
+        check_torch_knob_device(knobs, device_kind)
 
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
@@ -98,9 +107,12 @@ class TorchCompileBackend(Backend):
         import torch
 
         module = place_module(artifact, placement)
+        kernel = attention_kernel(knobs)
+        if kernel != "default":  # on the eager module: dynamo and a function mode do not mix
+            check_module_honours(module, probe_batch(artifact, placement), kernel)
         compiled = torch.compile(module, mode=mode, dynamic=False)
         runner = TorchCompileRunner(compiled, placement, batch_size,
-                                    {**settings(self.name, placement), "mode": str(mode)})
+                                    {**settings(self.name, placement), "mode": str(mode)}, kernel)
         # Inductor runs from the module's own parameters (no freezing): they stay shared.
         runner.borrowed_bytes = borrowed_bytes(module, artifact)
         zeros = np.zeros((batch_size, *artifact.input_shape), dtype=np.float32)

@@ -6,17 +6,21 @@ import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from dse.backends._sdpa_knob import attention_kernel, check_module_honours
 from dse.backends._torch_common import (
     TorchRunner,
     borrowed_bytes,
+    check_torch_knob_device,
     check_torch_knobs,
     place_module,
+    probe_batch,
     resolve_placement,
     settings,
     torch_capability,
 )
 from dse.backends.base import Backend, Runner
 from dse.backends.registry import register_backend
+from dse.exceptions import BuildError
 from dse.parts.backends import BackendDeclaration
 
 if TYPE_CHECKING:
@@ -33,24 +37,53 @@ class TorchEagerBackend(Backend):
     device worker runs one runner at a time and compiles right before measuring, and a call per
     run would add its own cost to every timed iteration. ``precision_mode`` ("dtype", default:
     module and inputs cast to the precision's dtype; "autocast": the fp32 module under
-    ``torch.autocast``) chooses how fp16/bf16 are applied.
+    ``torch.autocast``) chooses how fp16/bf16 are applied. ``attention_kernel`` ("default",
+    "math", "flash", "efficient"; see :mod:`dse.backends._sdpa_knob`) restricts the model's
+    ``scaled_dot_product_attention`` calls to one kernel. ``cuda_graph`` (default false; CUDA
+    devices only) captures the forward at the candidate's batch size in a CUDA graph and replays
+    it (:mod:`dse.backends._torch_cuda_graph`).
     """
 
     declaration = BackendDeclaration(
         name="torch", artifact_format="torch",
         capability=functools.partial(torch_capability, "torch"),
-        knobs=frozenset({"num_threads", "precision_mode"}), thread_knob="num_threads",
+        knobs=frozenset({"num_threads", "precision_mode", "attention_kernel", "cuda_graph"}),
+        thread_knob="num_threads",
         libraries=("torch",), extra="torch",
         summary="eager PyTorch")
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         check_torch_knobs(self, knobs)
+        _cuda_graph(knobs)
+
+    def check_knob_device(self, knobs: Mapping[str, Any], device_kind: str) -> None:
+        check_torch_knob_device(knobs, device_kind)
+        if _cuda_graph(knobs) and device_kind == "cpu":
+            raise BuildError("knob 'cuda_graph' true needs a CUDA device (it captures the "
+                             "forward in a CUDA graph); a cpu device has none")
 
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
         placement = resolve_placement(self, artifact, knobs, profile)
+        kernel = attention_kernel(knobs)
         module = place_module(artifact, placement)
-        runner = TorchRunner(module, placement, batch_size,
-                             {**settings(self.name, placement), "mode": "eager"})
+        described = {**settings(self.name, placement), "mode": "eager"}
+        if kernel != "default":
+            check_module_honours(module, probe_batch(artifact, placement), kernel)
+        runner: TorchRunner
+        if _cuda_graph(knobs):
+            from dse.backends._torch_cuda_graph import TorchCudaGraphRunner
+
+            runner = TorchCudaGraphRunner(module, placement, batch_size, described,
+                                          artifact.input_shape, kernel)
+        else:
+            runner = TorchRunner(module, placement, batch_size, described, kernel)
         runner.borrowed_bytes = borrowed_bytes(module, artifact)
         return runner
+
+
+def _cuda_graph(knobs: Mapping[str, Any]) -> bool:
+    value = knobs.get("cuda_graph", False)
+    if not isinstance(value, bool):
+        raise BuildError(f"knob 'cuda_graph' must be true or false, got {value!r}")
+    return value

@@ -7,6 +7,15 @@ I/O API (``set_input_shape``, ``set_tensor_address``, ``execute_async_v3``) of T
 An execution context must not run two batches at once, yet the harness's offline measurement calls
 ``run`` from several threads; so each calling thread gets its own execution slot (context, stream
 and buffers), made on its first call.
+
+CUDA graphs (the ``cuda_graph`` knob): each slot runs ``execute_async_v3`` once at the full batch
+(TensorRT defers some shape work to the first enqueue after ``set_input_shape``, which must not
+land in a graph), then captures one more enqueue on its stream into a ``torch.cuda.CUDAGraph`` —
+torch's capture is ``cudaStreamBeginCapture``/``EndCapture`` and its ``replay`` is
+``cudaGraphLaunch``, so no cuda-python is needed. The capture is thread-local
+(``capture_error_mode="thread_local"``): another thread's slot may be running meanwhile. The graph
+holds the buffers' addresses and the full batch's shape; a smaller batch is padded with zeros to
+it (eval-mode rows are independent) so every call replays the one captured graph.
 """
 
 from __future__ import annotations
@@ -64,7 +73,8 @@ def _dtype_name(dtype: Any) -> str:
 class _Slot:
     """One execution context with its own stream and device buffers sized for the max batch."""
 
-    def __init__(self, trt: Any, engine: Any, io: EngineIO, max_batch: int, device: int) -> None:
+    def __init__(self, trt: Any, engine: Any, io: EngineIO, max_batch: int, device: int,
+                 cuda_graph: bool = False) -> None:
         import torch
 
         self._trt = trt
@@ -85,25 +95,50 @@ class _Slot:
         # Fixed addresses: a smaller batch uses the leading rows, as the batch axis is outermost.
         self.context.set_tensor_address(io.input_name, self.input.data_ptr())
         self.context.set_tensor_address(io.output_name, self.output.data_ptr())
+        self.graph: torch.cuda.CUDAGraph | None = self._capture() if cuda_graph else None
 
     def _set_batch(self, batch: int) -> None:
         if not self.context.set_input_shape(self._io.input_name, (batch, *self._io.sample_shape)):
             raise RuntimeError(f"TensorRT refused batch {batch} for input {self._io.input_name!r}")
         self.batch = batch
 
+    def _enqueue(self) -> None:
+        logger = trt_logger(self._trt)
+        mark = logger.last
+        if not self.context.execute_async_v3(self.stream.cuda_stream):
+            raise RuntimeError(f"TensorRT execute_async_v3 failed: "
+                               f"{one_line(logger.errors_since(mark))}")
+
+    def _capture(self) -> torch.cuda.CUDAGraph:
+        """One enqueue at the full batch captured on this slot's stream (see the module)."""
+        import torch
+
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.device(self._device), torch.cuda.stream(self.stream):
+            self._enqueue()  # TensorRT's deferred work, outside the graph
+            self.stream.synchronize()
+            try:
+                with torch.cuda.graph(graph, stream=self.stream,
+                                      capture_error_mode="thread_local"):
+                    self._enqueue()
+            except RuntimeError as exc:
+                raise RuntimeError(f"TensorRT's enqueue could not be captured in a CUDA graph: "
+                                   f"{exc}") from exc
+        return graph
+
     def run(self, feed: torch.Tensor) -> np.ndarray:
         import torch
 
         rows = feed.shape[0]
-        logger = trt_logger(self._trt)
-        mark = logger.last
         with torch.cuda.device(self._device), torch.cuda.stream(self.stream):
             self.input[:rows].copy_(feed)
-            if rows != self.batch:
-                self._set_batch(rows)
-            if not self.context.execute_async_v3(self.stream.cuda_stream):
-                raise RuntimeError(f"TensorRT execute_async_v3 failed: "
-                                   f"{one_line(logger.errors_since(mark))}")
+            if self.graph is not None:
+                self.input[rows:].zero_()  # padding rows: the graph runs the full batch
+                self.graph.replay()
+            else:
+                if rows != self.batch:
+                    self._set_batch(rows)
+                self._enqueue()
             # On the runner's stream (the current one), after the engine's work; blocking.
             logits = self.output[:rows].to("cpu", torch.float32)
         self.stream.synchronize()
@@ -115,7 +150,8 @@ class TensorRTRunner(Runner):
     """Runs batches of up to ``batch_size`` images through a TensorRT engine on one CUDA device."""
 
     def __init__(self, trt: Any, engine: Any, io: EngineIO, batch_size: int, device: int,
-                 settings: dict[str, str], compile_seconds: float) -> None:
+                 settings: dict[str, str], compile_seconds: float, *,
+                 cuda_graph: bool = False) -> None:
         self._trt = trt
         self._engine: Any = engine
         self._io = io
@@ -124,6 +160,7 @@ class TensorRTRunner(Runner):
         self._lock = threading.Lock()
         self._slots: list[_Slot] = []
         self._local = threading.local()
+        self._cuda_graph = cuda_graph
         self.batch_size = batch_size
         self.compile_seconds = compile_seconds
         self._slot()  # the compiling thread's slot: a context that cannot be made fails compile
@@ -134,7 +171,8 @@ class TensorRTRunner(Runner):
             with self._lock:
                 if self._engine is None:
                     raise RuntimeError("run() on a closed tensorrt runner")
-                slot = _Slot(self._trt, self._engine, self._io, self.batch_size, self._device)
+                slot = _Slot(self._trt, self._engine, self._io, self.batch_size, self._device,
+                             self._cuda_graph)
                 self._slots.append(slot)
             self._local.slot = slot
         return slot
@@ -164,6 +202,7 @@ class TensorRTRunner(Runner):
                 return
             for slot in self._slots:
                 slot.stream.synchronize()
+                slot.graph = None  # a graph goes before the context and buffers it launches
             # Contexts go before the engine that made them.
             self._slots.clear()
             self._local = threading.local()

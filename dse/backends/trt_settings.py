@@ -18,7 +18,7 @@ from dse.build.fingerprint import device_cache_root
 from dse.exceptions import BuildError
 
 KNOBS = frozenset({"workspace_mb", "builder_optimization_level", "builder_threads", "tf32",
-                   "strongly_typed"})
+                   "strongly_typed", "cuda_graph"})
 THREAD_KNOB = "builder_threads"
 # TensorRT's own default level; set explicitly so the engine key names what was asked for.
 DEFAULT_OPTIMIZATION_LEVEL = 3
@@ -88,6 +88,13 @@ def resolve_settings(knobs: Mapping[str, Any], default_threads: int) -> EngineSe
     tf32 = _flag(knobs, "tf32", False)
     assert tf32 is not None
     return EngineSettings(workspace, level, threads, tf32, _flag(knobs, "strongly_typed", None))
+
+
+def cuda_graph_knob(knobs: Mapping[str, Any]) -> bool:
+    """The ``cuda_graph`` knob (default false). How the engine is launched, not how it is built:
+    not part of :class:`EngineSettings`, so engines (and their cache keys) are shared by both."""
+    value = _flag(knobs, "cuda_graph", False)
+    return bool(value)
 
 
 def resolve_typing(version: TensorRTVersion, requested: bool | None) -> bool:

@@ -22,6 +22,7 @@ from dse.farm.candidate_model import CandidateModel, one_line, padded, precision
 from dse.farm.onnx_model import onnx_file_model
 from dse.farm.torch_model import torch_model
 from dse.measure.footprint import rss_bytes, trim_heap
+from dse.models.registry import ModelFamily
 from dse.models.sources import is_onnx_source, load_function, model_source
 from dse.quality import fidelity_metrics, predict_batches
 from dse.quality.fidelity import non_finite
@@ -115,6 +116,8 @@ def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: Har
                                "fidelity is measured on standard-normal stand-in inputs")
     if runner.compile_seconds is not None:
         metrics["compile_seconds"] = runner.compile_seconds
+    if runner.tuning_seconds is not None:
+        metrics["tuning_seconds"] = runner.tuning_seconds
     evaluator = candidate.model.get("evaluator")
     if evaluator is not None:
         try:
@@ -177,11 +180,18 @@ def _check(candidate: Candidate, profile: HardwareProfile) -> Backend:
     try:
         backend = get_backend(candidate.backend)
         if not is_onnx_source(candidate.family):
-            model_source(candidate.family, candidate.model).validate(candidate.arch)
+            source = model_source(candidate.family, candidate.model)
+            source.validate(candidate.arch)
+            # Only a family declares kernels a device kind lacks; a factory says so when it runs.
+            problem = (source.device_problem(candidate.arch, profile.kind)
+                       if isinstance(source, ModelFamily) else None)
+            if problem is not None:
+                raise BuildError(problem)
     except (KeyError, ValueError) as exc:
         # str() of a KeyError is the repr of its message; the message itself reads better.
         raise BuildError(str(exc.args[0]) if exc.args else repr(exc)) from exc
     backend.check_knobs(candidate.knobs)
+    backend.check_knob_device(candidate.knobs, profile.kind)
     return backend
 
 

@@ -51,6 +51,12 @@ class ModelFamily(ABC):
     def build(self, arch: Mapping[str, Any]) -> torch.nn.Module:
         """A new module for ``arch``; raises ValueError when :meth:`validate` would."""
 
+    def device_problem(self, arch: Mapping[str, Any], device_kind: str) -> str | None:
+        """Why ``arch`` (valid) cannot run on a ``device_kind`` device (a kernel that device has
+        none of), in one line; None when it can. Cheap and torch-free: ``dse validate`` asks it
+        for each arch value and device of an experiment, and the worker before any training."""
+        return None
+
 
 _F = TypeVar("_F", bound=type[ModelFamily])
 

@@ -40,6 +40,17 @@ DEFAULT_ARCH: dict[str, Any] = {
     "seq_len": 16,
 }
 
+ATTENTION_KERNELS = ("explicit", "math", "flash", "efficient")
+"""Values of the ``attention`` arch parameter: "explicit" spells attention out with matmul and
+softmax (the default, and the graph every cache entry made before the parameter existed holds);
+the others call ``scaled_dot_product_attention`` restricted to that one torch SDPA backend."""
+DEFAULT_ATTENTION = "explicit"
+# The device kinds with no implementation of a kernel in torch (2.13): the memory-efficient
+# kernel is CUDA-only. Flash on a GPU also needs fp16/bf16 and Ampere or newer; that depends on
+# the candidate's precision and the GPU, so it is found when the runner first runs (strictly: the
+# sdpa_kernel context allows no other backend), not here.
+_KERNEL_MISSING_ON = {"efficient": frozenset({"cpu"})}
+
 
 def _is_int(value: object) -> bool:
     # bool is an int subclass, but `num_layers: true` in a YAML file is a mistake, not 1.
@@ -70,7 +81,21 @@ def _problems(arch: Mapping[str, Any]) -> list[str]:
     if not _in_range(seq_len, MIN_SEQ_LEN, MAX_SEQ_LEN):
         problems.append(f"seq_len must be an integer in {MIN_SEQ_LEN}..{MAX_SEQ_LEN}, "
                         f"got {seq_len!r}")
+    attention = arch.get("attention", DEFAULT_ATTENTION)
+    if not isinstance(attention, str) or attention not in ATTENTION_KERNELS:
+        problems.append(f"attention must be one of {list(ATTENTION_KERNELS)}, got {attention!r}")
     return problems
+
+
+def _full_arch(full: Mapping[str, Any]) -> dict[str, Any]:
+    """Plain types, so a numpy int from a sampler and a YAML int hash to one cache key; the
+    default ``attention`` left out, so the default arch's trained-model and artifact keys (which
+    hash this dict) are those of the cache entries made before the parameter existed."""
+    plain: dict[str, Any] = {key: int(value) for key, value in full.items() if key != "attention"}
+    attention = full.get("attention", DEFAULT_ATTENTION)
+    if attention != DEFAULT_ATTENTION:
+        plain["attention"] = str(attention)
+    return plain
 
 
 @register_family
@@ -78,7 +103,8 @@ class TransformerFamily(ModelFamily):
     """Linear token projection + learned positions, ``num_layers`` pre-LayerNorm encoder blocks,
     mean over positions, linear classifier.
 
-    Arch parameters (all integers; those left out take :data:`DEFAULT_ARCH`'s values):
+    Arch parameters (integers but ``attention``; those left out take :data:`DEFAULT_ARCH`'s
+    values, and ``attention`` "explicit"):
 
     - ``num_layers``: encoder blocks, 1..6.
     - ``num_heads``: attention heads per block, 1..8; must divide ``hidden``.
@@ -88,10 +114,17 @@ class TransformerFamily(ModelFamily):
     - ``seq_len``: positions per sample, 8..128. It sets the input shape, ``(seq_len,
       FEATURES)``, and so the data the network is trained on: the positional embedding has one
       row per position and accepts no other length.
+    - ``attention``: the attention kernel, one of :data:`ATTENTION_KERNELS`. "explicit" (default)
+      is matmul + softmax; "math", "flash" and "efficient" call torch's
+      ``scaled_dot_product_attention`` under ``sdpa_kernel`` with that one backend, so a kernel
+      that cannot run raises rather than falling back. Part of the arch (trained and cached per
+      value) so the search weighs each kernel per device. "efficient" has no CPU kernel:
+      :meth:`device_problem` refuses it on cpu devices (see :mod:`dse.models._encoder` for the
+      CPU-side training of a GPU candidate).
     """
 
     name = "transformer"
-    arch_params = frozenset(DEFAULT_ARCH)
+    arch_params = frozenset({*DEFAULT_ARCH, "attention"})
     input_shape = (DEFAULT_ARCH["seq_len"], FEATURES)
     num_classes = NUM_CLASSES
     dataset = "sequences"
@@ -108,8 +141,15 @@ class TransformerFamily(ModelFamily):
         problems = _problems(full)
         if problems:
             raise ValueError("transformer: " + "; ".join(problems))
-        # Plain ints, so a numpy int from a sampler and a YAML int hash to one cache key.
-        return {key: int(value) for key, value in full.items()}
+        return _full_arch(full)
+
+    def device_problem(self, arch: Mapping[str, Any], device_kind: str) -> str | None:
+        attention = self.validate(arch).get("attention", DEFAULT_ATTENTION)
+        if device_kind in _KERNEL_MISSING_ON.get(attention, ()):
+            runs = [k for k in ATTENTION_KERNELS if device_kind not in _KERNEL_MISSING_ON.get(k, ())]
+            return (f"transformer attention {attention!r}: torch has no {attention} SDPA kernel for "
+                    f"a {device_kind} device (it is CUDA-only); allowed there: {', '.join(runs)}")
+        return None
 
     def build(self, arch: Mapping[str, Any]) -> torch.nn.Module:
         from dse.models._encoder import EncoderClassifier
@@ -123,4 +163,5 @@ class TransformerFamily(ModelFamily):
             num_layers=full["num_layers"],
             mlp_hidden=full["mlp_ratio"] * full["hidden"],
             num_classes=self.num_classes,
+            attention=full.get("attention", DEFAULT_ATTENTION),
         )

@@ -65,7 +65,8 @@ def _without(placement: Placement, provider: str) -> Placement:
 def test_knobs_of_each_backend() -> None:
     session = {"intra_op_threads", "inter_op_threads", "graph_optimization_level"}
     assert get_backend("onnxruntime").knobs == session
-    assert get_backend("onnxruntime_cuda").knobs == session | {"cudnn_conv_algo_search"}
+    assert get_backend("onnxruntime_cuda").knobs == session | {"cudnn_conv_algo_search",
+                                                               "enable_cuda_graph"}
     assert get_backend("onnxruntime_tensorrt").knobs == session | {
         "trt_max_workspace_size", "trt_builder_optimization_level"}
     assert all(get_backend(name).thread_knob == "intra_op_threads" for name in ORT_BACKENDS)

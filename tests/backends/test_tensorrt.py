@@ -80,7 +80,7 @@ def _tensorrt_importable() -> bool:
 def test_registered_with_its_knobs() -> None:
     backend = BACKENDS["tensorrt"]
     assert backend.knobs == {"workspace_mb", "builder_optimization_level", "builder_threads",
-                             "tf32", "strongly_typed"}
+                             "tf32", "strongly_typed", "cuda_graph"}
     assert backend.thread_knob == "builder_threads"
 
 

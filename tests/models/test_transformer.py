@@ -35,7 +35,7 @@ def _family() -> TransformerFamily:
 def test_is_registered_with_its_contract() -> None:
     family = _family()
     assert family.arch_params == frozenset(
-        {"num_layers", "num_heads", "hidden", "mlp_ratio", "seq_len"})
+        {"num_layers", "num_heads", "hidden", "mlp_ratio", "seq_len", "attention"})
     assert family.input_shape == (16, FEATURES) == (16, 8)
     assert family.num_classes == 4
     assert family.dataset == "sequences"
@@ -72,7 +72,7 @@ def test_input_shape_follows_seq_len() -> None:
     ({"mlp_ratio": 0}, r"mlp_ratio must be an integer in 1\.\.8, got 0"),
     ({"seq_len": 7}, r"seq_len must be an integer in 8\.\.128, got 7"),
     ({"seq_len": 129}, r"seq_len must be an integer in 8\.\.128, got 129"),
-    ({"layers": 3}, r"unknown arch parameter\(s\) \['layers'\]; allowed: \['hidden', 'mlp_ratio'"),
+    ({"layers": 3}, r"unknown arch parameter\(s\) \['layers'\]; allowed: \['attention', 'hidden'"),
 ])
 def test_bad_arch_values_are_named(arch: dict[str, Any], message: str) -> None:
     family = _family()
@@ -233,3 +233,120 @@ def test_export_failure_of_a_wrong_shape_is_a_build_error(encoder: torch.nn.Modu
     # The positional embedding fixes the length: an export at another length cannot trace.
     with pytest.raises(BuildError, match="ONNX export failed"):
         export_onnx(encoder, (13, FEATURES), tmp_path / "bad.onnx")
+
+
+# --- the attention kernel (arch parameter ``attention``) -----------------------------------------
+
+# Kernels torch 2.13 runs on this CPU, forward and backward; "efficient" is CUDA-only.
+CPU_KERNELS = ("math", "flash")
+
+
+def test_the_default_attention_leaves_the_default_arch_and_its_keys_as_they_were() -> None:
+    """Trained-model and artifact keys hash validate()'s dict: the explicit default must not
+    appear in it, or every cache entry made before the parameter existed would be orphaned."""
+    from dse.quality.cache import training_key
+    from dse.spec import TrainingSpec
+
+    family = _family()
+    assert family.validate({"attention": "explicit"}) == family.validate({}) == DEFAULT_ARCH
+    assert family.validate({"attention": "flash"}) == {**DEFAULT_ARCH, "attention": "flash"}
+    training = TrainingSpec()
+    assert (training_key("transformer", family.validate({"attention": "explicit"}), training,
+                         "sequences")
+            == training_key("transformer", DEFAULT_ARCH, training, "sequences")
+            != training_key("transformer", family.validate({"attention": "math"}), training,
+                            "sequences"))
+
+
+@pytest.mark.parametrize("value", ["fast", "", 1, None])
+def test_an_unknown_attention_kernel_is_named(value: object) -> None:
+    with pytest.raises(ValueError, match=r"attention must be one of \['explicit', 'math', "
+                                         r"'flash', 'efficient'\], got "):
+        _family().validate({"attention": value})
+
+
+def test_a_cuda_only_kernel_is_a_device_problem_on_a_cpu_only() -> None:
+    family = _family()
+    assert family.device_problem({"attention": "efficient"}, "cpu") == (
+        "transformer attention 'efficient': torch has no efficient SDPA kernel for a cpu device "
+        "(it is CUDA-only); allowed there: explicit, math, flash")
+    assert family.device_problem({"attention": "efficient"}, "cuda") is None
+    assert all(family.device_problem({"attention": k}, "cpu") is None
+               for k in ("explicit", *CPU_KERNELS))
+
+
+def _encoders(attention: str) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """The explicit encoder and one with ``attention``, holding the same weights."""
+    import torch
+
+    torch.manual_seed(0)
+    explicit = _family().build(EXPORTED)
+    other = _family().build({**EXPORTED, "attention": attention})
+    other.load_state_dict(explicit.state_dict())  # same parameter names: interchangeable
+    return explicit, other
+
+
+@pytest.mark.parametrize("attention", [*CPU_KERNELS, "efficient"])
+def test_each_kernel_computes_the_explicit_encoder(attention: str) -> None:
+    """Forward and backward. On CPU tensors "efficient" computes with the math kernel: that is
+    the host-side training of a GPU candidate (a cpu device refuses it, tested above)."""
+    import torch
+
+    explicit, other = _encoders(attention)
+    x = torch.randn(5, *_family().input_shape_for(EXPORTED))
+    for module in (explicit, other):
+        module.train()
+        module(x).square().mean().backward()
+    for (name, a), b in zip(explicit.named_parameters(), other.parameters(), strict=True):
+        assert a.grad is not None and b.grad is not None
+        torch.testing.assert_close(b.grad, a.grad, atol=1e-5, rtol=1e-4, msg=name)
+    with torch.inference_mode():
+        torch.testing.assert_close(other.eval()(x), explicit.eval()(x), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(("attention", "enabled"), [
+    ("math", (True, False, False)), ("flash", (False, True, False)),
+    ("efficient", (True, False, False))])  # on CPU tensors: see the test above
+def test_each_kernel_runs_with_its_backend_alone(attention: str,
+                                                 enabled: tuple[bool, bool, bool]) -> None:
+    """Every SDPA call runs under sdpa_kernel with that one backend enabled (math, flash,
+    efficient flags), so a kernel that cannot run raises instead of torch picking another."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    flags: list[tuple[bool, bool, bool]] = []
+    cuda = torch.backends.cuda
+
+    class Watch(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            if func is torch.nn.functional.scaled_dot_product_attention:
+                flags.append((cuda.math_sdp_enabled(), cuda.flash_sdp_enabled(),  # type: ignore[no-untyped-call]
+                              cuda.mem_efficient_sdp_enabled()))  # type: ignore[no-untyped-call]
+            return func(*args, **(kwargs or {}))
+
+    _, module = _encoders(attention)
+    with torch.inference_mode(), Watch():
+        module.eval()(torch.randn(2, *_family().input_shape_for(EXPORTED)))
+    assert flags == [enabled] * EXPORTED["num_layers"]
+
+
+@pytest.mark.parametrize("attention", [*CPU_KERNELS, "efficient"])
+def test_every_kernel_exports_to_plain_matmul_softmax_that_onnxruntime_reproduces(
+        attention: str, tmp_path: Path) -> None:
+    import torch
+
+    _, module = _encoders(attention)
+    module.eval()
+    path = tmp_path / f"{attention}.onnx"
+    export_onnx(module, _family().input_shape_for(EXPORTED), path)
+    ops = {node.op_type for node in onnx.load(str(path)).graph.node}
+    # The exporter lowers aten::scaled_dot_product_attention to MatMul/Softmax (opset 20), not
+    # to ONNX's Attention op (opset 23): int8 and fp16 passes treat it like the explicit graph.
+    assert {"MatMul", "Softmax"} <= ops and "Attention" not in ops
+    x = np.random.default_rng(1).standard_normal(
+        (5, *_family().input_shape_for(EXPORTED))).astype(np.float32)
+    got = _session(path).run(None, {"input": x})[0]
+    with torch.inference_mode():
+        want = module(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-4)

@@ -1,0 +1,281 @@
+"""Apache TVM: the candidate's ONNX artifact imported into Relax, compiled for the device's target
+(LLVM for the host CPU, CUDA on NVIDIA GPUs) and run by the Relax VM, with MetaSchedule
+auto-tuning as a knob.
+
+Imported from ONNX rather than from ``torch.export``: every candidate already has its ONNX file
+(fp32, and the fp16 graph dse converts), the file is what ONNX Runtime measures too, so the two
+compile the same graph; and the ONNX importer is TVM's most complete front end, while its
+``torch.export`` importer follows torch's operator set release by release.
+
+Shapes are static: the module is imported at the candidate's batch size (MetaSchedule tunes
+concrete shapes); a smaller batch (the accuracy pass's last) is zero-padded to it and cut back.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dse.backends._tvm_tuning import TuningKey, apply_database, tuned_database
+from dse.backends.base import Backend, Runner, default_threads, thread_knob
+from dse.backends.capabilities import NO_GPU, gpu_runtime
+from dse.backends.ort import onnx_path
+from dse.backends.registry import register_backend
+from dse.exceptions import BuildError
+from dse.models.sources import file_sha256
+from dse.parts.backends import BackendDeclaration, Capability
+
+if TYPE_CHECKING:
+    from dse.build import Artifact
+    from dse.spec import HardwareProfile
+
+TVM_DISTRIBUTIONS = ("apache-tvm",)
+# The largest tuning budget accepted: MetaSchedule spends about a second per trial on a 2-core CPU.
+MAX_TUNING_TRIALS = 20_000
+_INT8_REASON = ("TVM's Relax ONNX importer reads the QDQ graph but lowers QuantizeLinear/"
+                "DequantizeLinear to float arithmetic (0.27 has no pass fusing them into int8 "
+                "kernels): it would measure an fp32 model with extra work, not an int8 deployment")
+# The thread pool is process-wide: one compile or run at a time sets it for its runner.
+_POOL_LOCK = threading.Lock()
+
+
+def _capability(precision: str, kind: str) -> Capability:
+    if precision == "int8":
+        return Capability(False, _INT8_REASON, "a Relax int8 lowering")
+    if precision == "fp8":
+        return Capability(False, "TVM's Relax ONNX importer has no fp8 lowering", "fp8 kernels")
+    if kind == "jetson":
+        return Capability(False, "PyPI's apache-tvm is built for x86-64 and CUDA servers; on a "
+                                 "Jetson TVM must be built from source against JetPack's CUDA",
+                          gpu_runtime(kind, "apache-tvm built with CUDA"))
+    if kind == "cpu":
+        if precision == "fp32":
+            return Capability(True, "TVM Relax, LLVM code generation for the host CPU "
+                                    "(MetaSchedule tuning with the tuning_trials knob)",
+                              "apache-tvm")
+        return Capability(False, f"LLVM emulates {precision} arithmetic on CPUs without native "
+                                 f"{precision} vector units (TVM casts element by element): not a "
+                                 f"{precision} deployment; use torch for {precision} on a CPU",
+                          f"a CPU with native {precision} arithmetic")
+    if precision in ("fp32", "fp16"):
+        return Capability(True, f"TVM Relax, CUDA code generation ({precision}; DLight default "
+                                f"schedules, MetaSchedule tuning with the tuning_trials knob)",
+                          gpu_runtime(kind, "apache-tvm built with CUDA, and NVRTC"))
+    return Capability(False, "TVM's bf16 CUDA lowering covers too few operators for dse's models",
+                      "bf16 CUDA kernels in TVM")
+
+
+def tuning_trials(knobs: Mapping[str, Any]) -> int:
+    """The ``tuning_trials`` knob: 0 (default schedules) up to :data:`MAX_TUNING_TRIALS`."""
+    value = knobs.get("tuning_trials", 0)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
+            or not 0 <= int(value) <= MAX_TUNING_TRIALS:
+        raise BuildError(f"knob 'tuning_trials' must be an integer from 0 (TVM's default "
+                         f"schedules) to {MAX_TUNING_TRIALS}, got {value!r}")
+    return int(value)
+
+
+@register_backend
+class TvmBackend(Backend):
+    """Compiles the ONNX artifact with TVM for the profile's device and runs it on the Relax VM.
+
+    Knobs: ``num_threads`` (TVM's runtime thread pool; default the profile's ``max_threads``,
+    else every core; also the target's ``num-cores``, which MetaSchedule tunes parallel loops
+    for) and ``tuning_trials`` (MetaSchedule trials in all, shared evenly over the model's
+    operators; 0, the default, compiles TVM's default schedules). The tuning database is cached
+    per device fingerprint, model, precision, batch size, target and budget
+    (:mod:`dse.backends._tvm_tuning`); its cost is ``tuning_seconds``, the compile after it
+    ``compile_seconds``.
+    """
+
+    declaration = BackendDeclaration(
+        name="tvm", artifact_format="onnx", capability=_capability,
+        knobs=frozenset({"num_threads", "tuning_trials"}), thread_knob="num_threads",
+        libraries=(*TVM_DISTRIBUTIONS, "onnx"), fingerprint={"tvm": TVM_DISTRIBUTIONS},
+        extra="tvm", summary="Apache TVM (Relax VM), MetaSchedule auto-tuning")
+
+    def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
+        self.check_knobs(knobs)
+        thread_knob(knobs, "num_threads", 1)
+        tuning_trials(knobs)
+
+    def start_runtime(self, profile: HardwareProfile) -> None:
+        _allow_threads()
+        try:
+            import tvm  # noqa: F401  # its libraries load once per process
+        except ImportError:
+            return
+
+    def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
+                batch_size: int) -> Runner:
+        self.check_knob_values(knobs)
+        path = onnx_path(artifact, self.name)
+        threads = thread_knob(knobs, "num_threads", default_threads(profile))
+        trials = tuning_trials(knobs)
+        _allow_threads()
+        try:
+            import onnx
+            import tvm
+            from tvm import relax
+            from tvm.relax.frontend.onnx import from_onnx
+        except ImportError as exc:
+            raise BuildError(f"tvm: apache-tvm cannot be imported ({exc}); install dse[tvm]") from exc
+        device, target, target_text = _device_and_target(tvm, profile, threads)
+        model = onnx.load(str(path))
+        input_name = model.graph.input[0].name
+        start = time.perf_counter()
+        try:
+            module = from_onnx(model, shape_dict={input_name: [batch_size, *artifact.input_shape]},
+                               keep_params_in_input=False)
+        except Exception as exc:  # the importer raises many types for an operator it lacks
+            raise BuildError(f"tvm: the Relax ONNX importer could not import {path.name}: "
+                             f"{type(exc).__name__}: {_first_line(exc)}") from exc
+        tuning: dict[str, str] = {"tuning_trials": str(trials)}
+        tuning_seconds: float | None = None
+        with tempfile.TemporaryDirectory(prefix="dse-tvm-") as scratch:
+            try:
+                if trials:
+                    prepared = _pre_tuning(tvm, relax, module, target)
+                    key = TuningKey(file_sha256(path), artifact.precision, batch_size, target_text,
+                                    trials, _host_cpu(tvm, profile))
+                    tune_start = time.perf_counter()
+                    database = tuned_database(prepared, target, key, Path(scratch))
+                    start += time.perf_counter() - tune_start  # tuning is not compile time
+                    module = apply_database(prepared, target, database.folder)
+                    tuning_seconds = database.tuning_seconds
+                    tuning.update(tuned_tasks=str(database.tasks), tuning_reused=str(database.reused),
+                                  tuning_database=str(database.entry))
+                executable = tvm.compile(module, target=target)
+            except BuildError:
+                raise
+            except Exception as exc:
+                raise BuildError(f"tvm: compiling for {target_text} failed: "
+                                 f"{type(exc).__name__}: {_first_line(exc)}") from exc
+        with _POOL_LOCK:
+            _set_threads(tvm, threads)
+            machine = relax.VirtualMachine(executable, device)
+        runner = TvmRunner(tvm, machine, device, batch_size, threads, {
+            "backend": self.name, "backend_version": tvm.__version__,
+            "device": str(device), "precision": artifact.precision,
+            "threads": str(_threads_in_effect(tvm)),
+            "target": target_text, "importer": "relax.frontend.onnx", "executor": "relax VM",
+            **tuning})
+        runner.compile_seconds = time.perf_counter() - start
+        runner.tuning_seconds = tuning_seconds
+        return runner
+
+
+class TvmRunner(Runner):
+    """A Relax VM over the compiled module: host numpy in, the copy to the device and the logits'
+    copy back inside ``run`` (which returns when they are on the host).
+
+    TVM's thread pool is process-wide: a runner whose count another runner changed since sets
+    its own back before it runs (a check costs well under a microsecond; the reset is rare)."""
+
+    def __init__(self, tvm: Any, machine: Any, device: Any, batch_size: int, threads: int,
+                 settings: dict[str, str]) -> None:
+        self._tvm = tvm
+        self._machine: Any = machine
+        self._device = device
+        self._threads = threads
+        self._on_cpu = settings["device"].startswith("cpu")
+        self._settings = settings
+        self.batch_size = batch_size
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        if self._machine is None:
+            raise RuntimeError("run() on a closed tvm runner")
+        count = x.shape[0]
+        feed = np.ascontiguousarray(x, dtype=np.float32)
+        if count < self.batch_size:  # compiled for one batch size: pad, then cut back
+            feed = np.concatenate([feed, np.zeros((self.batch_size - count, *x.shape[1:]),
+                                                  dtype=np.float32)])
+        elif count > self.batch_size:
+            raise ValueError(f"tvm runner compiled for batches of {self.batch_size}, got {count}")
+        if self._on_cpu and _threads_in_effect(self._tvm) != self._threads:
+            with _POOL_LOCK:
+                _set_threads(self._tvm, self._threads)
+        output = self._machine["main"](self._tvm.runtime.tensor(feed, self._device))
+        result: np.ndarray = output.numpy()
+        return result[:count]
+
+    def describe(self) -> dict[str, str]:
+        return dict(self._settings)
+
+    def close(self) -> None:
+        self._machine = None
+
+
+def _device_and_target(tvm: Any, profile: HardwareProfile, threads: int) -> tuple[Any, Any, str]:
+    """The TVM device and target for ``profile``, and the target in words (for provenance)."""
+    if profile.kind == "cpu":
+        from tvm.target import codegen
+
+        # The host's CPU as LLVM names it: code generation and tuning for its vector units.
+        spec: dict[str, Any] = {"kind": "llvm", "mcpu": codegen.llvm_get_system_cpu(),
+                                "num-cores": threads}
+        device = tvm.cpu(0)
+    else:
+        device = tvm.cuda(0)
+        if not device.exist:
+            raise BuildError(f"tvm: no CUDA device visible to TVM ({NO_GPU}, or apache-tvm was "
+                             f"built without CUDA)")
+        spec = {"kind": "cuda", "arch": f"sm_{device.compute_version.replace('.', '')}"}
+    target = tvm.target.Target(spec)
+    return device, target, str(target)
+
+
+def _host_cpu(tvm: Any, profile: HardwareProfile) -> str:
+    """The processor the tuning ran for, named in the tuning cache key."""
+    from tvm.target import codegen
+
+    return codegen.llvm_get_system_cpu() if profile.kind == "cpu" else "cuda"
+
+
+def _pre_tuning(tvm: Any, relax: Any, module: Any, target: Any) -> Any:
+    """The passes MetaSchedule's static-shape tuning pipeline runs before it extracts tasks:
+    operators legalized to TIR and fused, so tasks are the fused kernels the VM will run."""
+    with target:
+        passes = tvm.transform.Sequential([relax.transform.DecomposeOpsForInference(),
+                                           relax.transform.CanonicalizeBindings(),
+                                           relax.get_pipeline("zero")])
+        return passes(module)
+
+
+def _allow_threads() -> None:
+    """Let TVM's thread pool grow to every core: it caps itself at ``$TVM_NUM_THREADS``, else at
+    ``$OMP_NUM_THREADS`` — which Ray workers set to 1 — when it first starts; the knob then sets
+    each runner's count below the cap."""
+    cores = os.cpu_count() or 1
+    try:
+        given = int(os.environ.get("TVM_NUM_THREADS", "0"))
+    except ValueError:
+        given = 0
+    os.environ["TVM_NUM_THREADS"] = str(max(given, cores))
+
+
+def _set_threads(tvm: Any, threads: int) -> None:
+    # runtime.config_threadpool(mode, nthreads): mode 1 is TVM's default (big cores first).
+    tvm.get_global_func("runtime.config_threadpool")(1, threads)
+    in_effect = _threads_in_effect(tvm)
+    if in_effect != threads:
+        raise BuildError(f"tvm: asked for {threads} threads, TVM's thread pool runs {in_effect} "
+                         f"(it was started with TVM_NUM_THREADS={os.environ.get('TVM_NUM_THREADS')})")
+
+
+def _threads_in_effect(tvm: Any) -> int:
+    return int(tvm.get_global_func("runtime.NumThreads")())
+
+
+def _first_line(exc: BaseException) -> str:
+    """The last non-empty line of a TVM error (its message; the lines above are its stack)."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return lines[-1][:300] if lines else type(exc).__name__

@@ -1,0 +1,71 @@
+"""Four engines in one study: eager torch, ONNX Runtime, TVM and XLA measure the same trained CNN
+through the real campaign loop on a local Ray worker, each with its own compile record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dse import load_experiment, run_campaign
+from dse.metrics import metric
+from tests.conftest import REPO
+
+ENGINES = {"torch": "num_threads", "onnxruntime": "intra_op_threads", "tvm": "num_threads",
+           "xla": "num_threads"}
+MEASURE = "{warmup_max_seconds: 0.05, min_iters: 5, min_seconds: 0.0, max_seconds: 0.1}"
+
+
+def _campaign(root: Path) -> Path:
+    for folder in ("search_spaces", "hw_profiles", "experiments"):
+        (root / folder).mkdir()
+    (root / "hw_profiles" / "cpu.yaml").write_text(
+        "name: local-cpu\nkind: cpu\nbackends: [onnxruntime, torch, tvm, xla]\nprecisions: [fp32]\n"
+        "max_threads: 1\ntelemetry: [process_memory]\n")
+    backends = "".join(f"    {name}:\n      knobs:\n        {knob}: [1]\n"
+                       for name, knob in ENGINES.items())
+    (root / "search_spaces" / "engines.yaml").write_text(f"""\
+name: engines
+model:
+  family: cnn
+  dataset: digits
+  arch: {{num_stages: [2], depth: [1], width_mult: [0.5], kernel_size: [3], expand_ratio: [2]}}
+training: {{epochs: 2, batch_size: 128, threads: 1}}
+deployment:
+  backends:
+{backends}  precisions: [fp32]
+  batch_sizes: [4]
+objectives:
+  - metric: accuracy
+  - metric: latency_p50_ms
+""")
+    experiment = root / "experiments" / "engines.yaml"
+    experiment.write_text(f"""\
+name: engines
+search_space: ../search_spaces/engines.yaml
+devices: [../hw_profiles/cpu.yaml]
+sampler: {{name: grid}}
+budget: {{trials: 4}}
+measurement: {MEASURE}
+""")
+    return experiment
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_torch_onnxruntime_tvm_and_xla_measure_in_one_study(tmp_path: Path) -> None:
+    result = run_campaign(load_experiment(_campaign(tmp_path)), report=False)
+    trials = result.trials
+    done = trials[(trials["state"] == "COMPLETE") & trials["reused_from"].isna()]
+    assert (done["status"] == "ok").all(), done[["status", "reason"]].to_string()
+    assert sorted(done["param.backend"]) == sorted(ENGINES)
+    rows = {row["param.backend"]: row for row in done.to_dict("records")}
+    accuracy = {name: float(row[metric("accuracy").column]) for name, row in rows.items()}
+    # The same trained weights in fp32 everywhere: the engines agree on the test split.
+    assert max(accuracy.values()) - min(accuracy.values()) <= 0.01, accuracy
+    for compiler in ("tvm", "xla"):
+        assert float(rows[compiler][metric("compile_seconds").column]) > 0
+
+
+def test_the_shipped_compilers_campaign_is_valid() -> None:
+    experiment = load_experiment(REPO / "experiments" / "compilers.yaml")
+    assert set(experiment.space.deployment.backends) == set(ENGINES)  # type: ignore[union-attr]

@@ -154,27 +154,10 @@ WINDOWS = {"clean": 0, "disturbed": 0}
 
 
 def time_cell(cell: Cell) -> None:
-    from dse.measure import measure_latency
-    from dse.measure.quality import disturbed
-    from dse.measure.telemetry import make_probe
-    from dse.measure.telemetry.base import Window
-    from dse.spec import InterferenceSpec, MeasureSpec
-
-    spec, policy = MeasureSpec(), InterferenceSpec()
-    probe = make_probe("cpu_interference")
-    marks: list[float] = []
-
-    def mark(opening: bool) -> None:
-        marks.append(time.time())
-        if opening:
-            probe.start()
+    from watched_timing import watched_latency
 
     runner, example = cell.runner, cell.example
-    stats = measure_latency(lambda: runner.run(example), target_rel_ci=spec.target_rel_ci,
-                            min_iters=spec.min_iters, min_seconds=spec.min_seconds,
-                            max_seconds=spec.max_seconds, blocks=spec.blocks, on_window=mark)
-    verdict = disturbed(probe.summarize(probe.stop(), Window(marks[0], marks[-1], 1)),
-                        policy.max_foreign_cpu_pct, policy.max_steal_pct)
+    stats, verdict = watched_latency(lambda: runner.run(example))
     WINDOWS["disturbed" if verdict else "clean"] += 1
     cell.p50s.append(stats.p50_ms)
     cell.intervals.append(stats.p50_ci_ms)

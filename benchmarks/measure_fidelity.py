@@ -50,28 +50,11 @@ WINDOWS = {"clean": 0, "disturbed": 0}
 
 def dse_p50(fn: Any) -> tuple[float, Any, float]:
     """dse's p50 with the campaign's default protocol, inside a watched window."""
-    from dse.measure import measure_latency
-    from dse.measure.quality import disturbed
-    from dse.measure.telemetry import make_probe
-    from dse.measure.telemetry.base import Window
-    from dse.spec import InterferenceSpec, MeasureSpec
-
-    spec, policy = MeasureSpec(), InterferenceSpec()
-    probe = make_probe("cpu_interference")
-    marks: list[float] = []
-
-    def mark(opening: bool) -> None:
-        marks.append(time.time())
-        if opening:
-            probe.start()
+    from watched_timing import watched_latency
 
     start = time.perf_counter()
-    stats = measure_latency(fn, target_rel_ci=spec.target_rel_ci, min_iters=spec.min_iters,
-                            min_seconds=spec.min_seconds, max_seconds=spec.max_seconds,
-                            blocks=spec.blocks, on_window=mark)
+    stats, verdict = watched_latency(fn)
     cost = time.perf_counter() - start
-    result = probe.summarize(probe.stop(), Window(marks[0], marks[-1], 1))
-    verdict = disturbed(result, policy.max_foreign_cpu_pct, policy.max_steal_pct)
     WINDOWS["disturbed" if verdict else "clean"] += 1
     return stats.p50_ms, stats, cost
 

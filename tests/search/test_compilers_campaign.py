@@ -1,5 +1,6 @@
-"""Four engines in one study: eager torch, ONNX Runtime, TVM and XLA measure the same trained CNN
-through the real campaign loop on a local Ray worker, each with its own compile record."""
+"""Four engines in one study: eager torch, ONNX Runtime, TVM (MetaSchedule-tuned) and XLA measure the
+same trained CNN through the real campaign loop on a local Ray worker, each with its own compile
+record; a second campaign sharing the cache reuses TVM's tuning."""
 
 from __future__ import annotations
 
@@ -16,20 +17,23 @@ ENGINES = {"torch": "num_threads", "onnxruntime": "intra_op_threads", "tvm": "nu
 MEASURE = "{warmup_max_seconds: 0.05, min_iters: 5, min_seconds: 0.0, max_seconds: 0.1}"
 
 
-def _campaign(root: Path) -> Path:
+def _campaign(root: Path, name: str = "engines", tuning_trials: int = 0) -> Path:
+    """The four engines on one trained CNN; campaigns made here share one cache folder, as runs
+    of one experiment do (their device folder holds TVM's tuning databases)."""
     for folder in ("search_spaces", "hw_profiles", "experiments"):
-        (root / folder).mkdir()
+        (root / folder).mkdir(exist_ok=True)
     (root / "hw_profiles" / "cpu.yaml").write_text(
         "name: local-cpu\nkind: cpu\nbackends: [onnxruntime, torch, tvm, xla]\nprecisions: [fp32]\n"
         "max_threads: 1\ntelemetry: [process_memory]\n")
-    backends = "".join(f"    {name}:\n      knobs:\n        {knob}: [1]\n"
-                       for name, knob in ENGINES.items())
+    extra = {"tvm": f"        tuning_trials: [{tuning_trials}]\n"}
+    backends = "".join(f"    {engine}:\n      knobs:\n        {knob}: [1]\n{extra.get(engine, '')}"
+                       for engine, knob in ENGINES.items())
     (root / "search_spaces" / "engines.yaml").write_text(f"""\
 name: engines
 model:
   family: cnn
   dataset: digits
-  arch: {{num_stages: [2], depth: [1], width_mult: [0.5], kernel_size: [3], expand_ratio: [2]}}
+  arch: {{num_stages: [1], depth: [1], width_mult: [0.5], kernel_size: [3], expand_ratio: [2]}}
 training: {{epochs: 2, batch_size: 128, threads: 1}}
 deployment:
   backends:
@@ -39,9 +43,10 @@ objectives:
   - metric: accuracy
   - metric: latency_p50_ms
 """)
-    experiment = root / "experiments" / "engines.yaml"
+    experiment = root / "experiments" / f"{name}.yaml"
     experiment.write_text(f"""\
-name: engines
+name: {name}
+cache_dir: ../cache
 search_space: ../search_spaces/engines.yaml
 devices: [../hw_profiles/cpu.yaml]
 sampler: {{name: grid}}
@@ -51,19 +56,32 @@ measurement: {MEASURE}
     return experiment
 
 
-@pytest.mark.usefixtures("ray_cluster")
-def test_torch_onnxruntime_tvm_and_xla_measure_in_one_study(tmp_path: Path) -> None:
-    result = run_campaign(load_experiment(_campaign(tmp_path)), report=False)
-    trials = result.trials
+def _measured(experiment: Path) -> dict[str, dict[str, object]]:
+    """Backend -> its measured row, each run to an ok result."""
+    trials = run_campaign(load_experiment(experiment), report=False).trials
     done = trials[(trials["state"] == "COMPLETE") & trials["reused_from"].isna()]
     assert (done["status"] == "ok").all(), done[["status", "reason"]].to_string()
     assert sorted(done["param.backend"]) == sorted(ENGINES)
-    rows = {row["param.backend"]: row for row in done.to_dict("records")}
+    return {str(row["param.backend"]): row for row in done.to_dict("records")}
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_four_engines_in_one_study_and_a_second_campaign_tunes_nothing(tmp_path: Path) -> None:
+    rows = _measured(_campaign(tmp_path, "engines", tuning_trials=2))
     accuracy = {name: float(row[metric("accuracy").column]) for name, row in rows.items()}
     # The same trained weights in fp32 everywhere: the engines agree on the test split.
     assert max(accuracy.values()) - min(accuracy.values()) <= 0.01, accuracy
     for compiler in ("tvm", "xla"):
         assert float(rows[compiler][metric("compile_seconds").column]) > 0
+    tuning = metric("tuning_seconds").column
+    assert float(rows["tvm"][tuning]) > 0
+    databases = sorted((tmp_path / "cache" / "device" / "tvm-tuning").glob("*.json"))
+    assert len(databases) == 1
+
+    again = _measured(_campaign(tmp_path, "engines-again", tuning_trials=2))
+    # Nothing tuned: the same database, and the cost it was made with (a new tuning's would differ).
+    assert sorted((tmp_path / "cache" / "device" / "tvm-tuning").glob("*.json")) == databases
+    assert again["tvm"][tuning] == rows["tvm"][tuning]
 
 
 def test_the_shipped_compilers_campaign_is_valid() -> None:

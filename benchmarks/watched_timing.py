@@ -1,0 +1,34 @@
+"""dse's latency measurement inside a window watched by the real ``cpu_interference`` probe, for the
+benchmarks that compare timings: a comparison is only as good as the machine was quiet, so each
+window's verdict is kept beside the figures."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def watched_latency(fn: Callable[[], object]) -> tuple[Any, bool]:
+    """``fn`` timed with the campaign's default protocol, and whether its window was disturbed
+    (other processes or steal beyond the default interference policy)."""
+    from dse.measure import measure_latency
+    from dse.measure.quality import disturbed
+    from dse.measure.telemetry import make_probe
+    from dse.measure.telemetry.base import Window
+    from dse.spec import InterferenceSpec, MeasureSpec
+
+    spec, policy = MeasureSpec(), InterferenceSpec()
+    probe = make_probe("cpu_interference")
+    marks: list[float] = []
+
+    def mark(opening: bool) -> None:
+        marks.append(time.time())
+        if opening:
+            probe.start()
+
+    stats = measure_latency(fn, target_rel_ci=spec.target_rel_ci, min_iters=spec.min_iters,
+                            min_seconds=spec.min_seconds, max_seconds=spec.max_seconds,
+                            blocks=spec.blocks, on_window=mark)
+    result = probe.summarize(probe.stop(), Window(marks[0], marks[-1], 1))
+    return stats, bool(disturbed(result, policy.max_foreign_cpu_pct, policy.max_steal_pct))

@@ -56,18 +56,26 @@ measurement: {MEASURE}
     return experiment
 
 
-def _measured(experiment: Path) -> dict[str, dict[str, object]]:
-    """Backend -> its measured row, each run to an ok result."""
-    trials = run_campaign(load_experiment(experiment), report=False).trials
+def _measured(experiment: Path) -> tuple[dict[str, dict[str, object]], dict[str, str]]:
+    """Backend -> its measured row, each run to an ok result; and the tvm trial's provenance."""
+    import optuna
+
+    result = run_campaign(load_experiment(experiment), report=False)
+    trials = result.trials
     done = trials[(trials["state"] == "COMPLETE") & trials["reused_from"].isna()]
     assert (done["status"] == "ok").all(), done[["status", "reason"]].to_string()
     assert sorted(done["param.backend"]) == sorted(ENGINES)
-    return {str(row["param.backend"]): row for row in done.to_dict("records")}
+    storage = f"sqlite:///{result.run_dir / 'study.db'}"
+    (study,) = optuna.get_all_study_names(storage)
+    (tvm,) = [trial.user_attrs["provenance"]
+              for trial in optuna.load_study(study_name=study, storage=storage).trials
+              if trial.params.get("backend") == "tvm"]
+    return {str(row["param.backend"]): row for row in done.to_dict("records")}, tvm
 
 
 @pytest.mark.usefixtures("ray_cluster")
 def test_four_engines_in_one_study_and_a_second_campaign_tunes_nothing(tmp_path: Path) -> None:
-    rows = _measured(_campaign(tmp_path, "engines", tuning_trials=2))
+    rows, tuned = _measured(_campaign(tmp_path, "engines", tuning_trials=2))
     accuracy = {name: float(row[metric("accuracy").column]) for name, row in rows.items()}
     # The same trained weights in fp32 everywhere: the engines agree on the test split.
     assert max(accuracy.values()) - min(accuracy.values()) <= 0.01, accuracy
@@ -76,11 +84,14 @@ def test_four_engines_in_one_study_and_a_second_campaign_tunes_nothing(tmp_path:
     tuning = metric("tuning_seconds").column
     assert float(rows["tvm"][tuning]) > 0
     databases = sorted((tmp_path / "cache" / "device" / "tvm-tuning").glob("*.json"))
-    assert len(databases) == 1
+    assert [str(path) for path in databases] == [tuned["tuning_database"]]
+    assert tuned["tuning_reused"] == "False" and int(tuned["tuned_tasks"]) >= 1
+    assert '"kind":"llvm"' in tuned["target"] and tuned["tuning_trials"] == "2"
 
-    again = _measured(_campaign(tmp_path, "engines-again", tuning_trials=2))
+    again, reused = _measured(_campaign(tmp_path, "engines-again", tuning_trials=2))
     # Nothing tuned: the same database, and the cost it was made with (a new tuning's would differ).
     assert sorted((tmp_path / "cache" / "device" / "tvm-tuning").glob("*.json")) == databases
+    assert (reused["tuning_reused"], reused["tuning_database"]) == ("True", str(databases[0]))
     assert again["tvm"][tuning] == rows["tvm"][tuning]
 
 

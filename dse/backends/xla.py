@@ -343,6 +343,10 @@ class XlaBackend(Backend):
                 batch_size: int) -> Runner:
         self.check_knob_values(knobs)
         path = _onnx_file(artifact)
+        try:
+            import jax  # noqa: F401  # the runtime this backend needs, named if missing
+        except ImportError as exc:
+            raise BuildError(f"xla: jax cannot be imported ({exc}); install dse[xla]") from exc
         entry = _capability(artifact.precision, profile.kind)
         if not entry.supported:
             raise BuildError(f"xla does not run {artifact.precision} on a {profile.kind} device: "

@@ -6,6 +6,7 @@ each process that tunes first imports TVM's tensor intrinsics, ~26 s, so one tes
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -81,3 +82,10 @@ def test_an_operator_the_importer_lacks_is_a_one_line_build_error(tmp_path: Path
     message = str(raised.value)
     assert message.startswith("tvm: the Relax ONNX importer could not import det.onnx")
     assert "\n" not in message and "Det" in message
+
+
+def test_a_missing_runtime_names_the_extra_to_install(artifact_for: ArtifactFor,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "tvm", None)  # `import tvm` now raises ImportError
+    with pytest.raises(BuildError, match=r"tvm: apache-tvm cannot be imported .*install dse\[tvm\]"):
+        TVM.compile(artifact_for("tvm", "fp32"), {}, CPU_PROFILE, 2)

@@ -269,3 +269,10 @@ def test_single_op_matches_onnxruntime(tmp_path: Path, name: str) -> None:
     x = np.random.default_rng(4).standard_normal((2, 3, 8, 8)).astype(np.float32)
     with XLA.compile(_artifact(path, (3, 8, 8)), {"num_threads": 1}, CPU_PROFILE, 2) as runner:
         np.testing.assert_allclose(runner.run(x), _ort_logits(path, x), atol=1e-5)
+
+
+def test_a_missing_runtime_names_the_extra_to_install(artifact_for: ArtifactFor,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "jax", None)  # `import jax` now raises ImportError
+    with pytest.raises(BuildError, match=r"xla: jax cannot be imported .*install dse\[xla\]"):
+        XLA.compile(artifact_for("xla", "fp32"), {}, CPU_PROFILE, 2)

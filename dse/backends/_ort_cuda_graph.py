@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from dse.backends.base import Runner
+from dse.backends.base import Runner, padded_batch
 from dse.backends.ort import OrtRunner
 from dse.exceptions import BuildError
 
@@ -60,10 +60,7 @@ class OrtCudaGraphRunner(Runner):
         if session is None:
             raise RuntimeError("run() on a closed onnxruntime runner")
         rows = len(x)
-        if not 1 <= rows <= self.batch_size:
-            raise ValueError(f"batch of {rows}; this CUDA graph runs 1 to {self.batch_size}")
-        feed = np.zeros(self._input_shape, dtype=np.float32)
-        feed[:rows] = x
+        feed = padded_batch(x, self.batch_size, "this CUDA graph")
         self._input.update_inplace(feed)  # host -> the bound device buffer, same address
         session.run_with_iobinding(self._binding)
         result: np.ndarray = self._binding.copy_outputs_to_cpu()[0][:rows]

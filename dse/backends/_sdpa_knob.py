@@ -13,7 +13,7 @@ is refused when the runner is compiled (:func:`check_module_honours`): a model t
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dse.exceptions import BuildError
@@ -52,16 +52,14 @@ def _backend(kernel: str) -> Any:
             "efficient": SDPBackend.EFFICIENT_ATTENTION}[kernel]
 
 
-@contextlib.contextmanager
-def kernel_context(kernel: str) -> Iterator[None]:
-    """``sdpa_kernel`` restricted to ``kernel``'s backend; nothing for "default"."""
+def kernel_context(kernel: str) -> contextlib.AbstractContextManager[object]:
+    """``sdpa_kernel`` restricted to ``kernel``'s backend; a no-op context for "default" (entered
+    on every timed call of a torch runner: no generator, no torch import)."""
     if kernel == "default":
-        yield
-        return
+        return contextlib.nullcontext()
     from torch.nn.attention import sdpa_kernel
 
-    with sdpa_kernel(_backend(kernel)):
-        yield
+    return sdpa_kernel(_backend(kernel))
 
 
 def _enabled_backends() -> tuple[bool, bool, bool]:

@@ -114,14 +114,18 @@ def place_module(artifact: Artifact, placement: Placement) -> torch.nn.Module:
     return module.eval()
 
 
+def input_dtype(placement: Placement) -> str:
+    """The torch dtype name inputs are cast to: the precision's, unless autocast casts."""
+    return placement.dtype if placement.precision_mode == "dtype" else "float32"
+
+
 def probe_batch(artifact: Artifact, placement: Placement) -> torch.Tensor:
     """One sample of zeros on the placement's device, in the dtype inputs are cast to: the
     input of a check run at compile time."""
     import torch
 
-    dtype = placement.dtype if placement.precision_mode == "dtype" else "float32"
     return torch.zeros((1, *artifact.input_shape), device=placement.device,
-                       dtype=getattr(torch, dtype))
+                       dtype=getattr(torch, input_dtype(placement)))
 
 
 def borrowed_bytes(module: torch.nn.Module, artifact: Artifact) -> int:
@@ -162,9 +166,8 @@ class TorchRunner(Runner):
 
     @property
     def input_dtype(self) -> str:
-        """The torch dtype name inputs are cast to: the precision's, unless autocast casts."""
-        place = self._placement
-        return place.dtype if place.precision_mode == "dtype" else "float32"
+        """The torch dtype name inputs are cast to (:func:`input_dtype`)."""
+        return input_dtype(self._placement)
 
     def run(self, x: np.ndarray) -> np.ndarray:
         import torch

@@ -22,6 +22,7 @@ import numpy as np
 
 from dse.backends._sdpa_knob import kernel_context
 from dse.backends._torch_common import Placement, TorchRunner
+from dse.backends.base import padded_batch
 from dse.exceptions import BuildError
 
 if TYPE_CHECKING:
@@ -86,10 +87,7 @@ class TorchCudaGraphRunner(TorchRunner):
         if self._graph is None or self._static_in is None or self._static_out is None:
             raise RuntimeError("run() on a closed torch runner")
         rows = len(x)
-        if not 1 <= rows <= self.batch_size:
-            raise ValueError(f"batch of {rows}; this CUDA graph runs 1 to {self.batch_size}")
-        feed = np.zeros((self.batch_size, *x.shape[1:]), dtype=np.float32)
-        feed[:rows] = x
+        feed = padded_batch(x, self.batch_size, "this CUDA graph")
         with torch.inference_mode():
             self._static_in.copy_(torch.from_numpy(feed))
             self._graph.replay()

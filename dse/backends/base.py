@@ -143,6 +143,32 @@ def default_threads(profile: HardwareProfile) -> int:
     return profile.max_threads or os.cpu_count() or 1
 
 
+def flag_knob(knobs: Mapping[str, Any], name: str, default: bool | None) -> bool | None:
+    """Knob ``name`` as true or false (``default``, which may be None, when absent); BuildError
+    for any other value."""
+    value = knobs.get(name, default)
+    if value is not None and not isinstance(value, bool):
+        raise BuildError(f"knob {name!r} must be true or false, got {value!r}")
+    return value
+
+
+def padded_batch(x: np.ndarray, batch_size: int, what: str) -> np.ndarray:
+    """``x`` as contiguous float32, zero-padded to ``batch_size`` rows when it has fewer: for a
+    runner built for one batch size (static shapes, a captured CUDA graph) fed the accuracy pass's
+    last, partial batch. Eval-mode rows are independent, so the padding changes no real row; the
+    caller slices the first ``len(x)`` rows of the result. ValueError for an empty or larger
+    batch, naming ``what`` runs."""
+    import numpy as np
+
+    rows = len(x)
+    if not 1 <= rows <= batch_size:
+        raise ValueError(f"batch of {rows}; {what} runs 1 to {batch_size}")
+    feed = np.ascontiguousarray(x, dtype=np.float32)
+    if rows == batch_size:
+        return feed
+    return np.concatenate([feed, np.zeros((batch_size - rows, *feed.shape[1:]), np.float32)])
+
+
 def thread_knob(knobs: Mapping[str, Any], name: str, default: int) -> int:
     """Knob ``name`` as a thread count >= 1 (``default`` when absent); BuildError otherwise."""
     value = knobs.get(name, default)

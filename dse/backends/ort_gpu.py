@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dse.backends.base import Backend, Runner
+from dse.backends.base import Backend, Runner, flag_knob
 from dse.backends.capabilities import NO_GPU, gpu_runtime, supports
 from dse.backends.ort import (
     ORT_FINGERPRINT,
@@ -127,10 +127,7 @@ def _int_knob(knobs: Mapping[str, Any], name: str, allowed: range | None) -> int
 
 
 def _cuda_graph(knobs: Mapping[str, Any]) -> bool:
-    value = knobs.get("enable_cuda_graph", False)
-    if not isinstance(value, bool):
-        raise BuildError(f"knob 'enable_cuda_graph' must be true or false, got {value!r}")
-    return value
+    return bool(flag_knob(knobs, "enable_cuda_graph", False))
 
 
 def _cuda_capability(precision: str, kind: str) -> Capability:

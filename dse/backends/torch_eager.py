@@ -18,7 +18,7 @@ from dse.backends._torch_common import (
     settings,
     torch_capability,
 )
-from dse.backends.base import Backend, Runner
+from dse.backends.base import Backend, Runner, flag_knob
 from dse.backends.registry import register_backend
 from dse.exceptions import BuildError
 from dse.parts.backends import BackendDeclaration
@@ -83,7 +83,4 @@ class TorchEagerBackend(Backend):
 
 
 def _cuda_graph(knobs: Mapping[str, Any]) -> bool:
-    value = knobs.get("cuda_graph", False)
-    if not isinstance(value, bool):
-        raise BuildError(f"knob 'cuda_graph' must be true or false, got {value!r}")
-    return value
+    return bool(flag_knob(knobs, "cuda_graph", False))

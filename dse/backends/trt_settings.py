@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from dse.backends.base import flag_knob
 from dse.backends.capabilities import CAPABILITIES
 from dse.backends.trt_version import TensorRTVersion
 from dse.build.fingerprint import device_cache_root
@@ -68,13 +69,6 @@ def _integer(knobs: Mapping[str, Any], name: str, default: int | None, allowed: 
     return number
 
 
-def _flag(knobs: Mapping[str, Any], name: str, default: bool | None) -> bool | None:
-    value = knobs.get(name, default)
-    if value is not None and not isinstance(value, bool):
-        raise BuildError(f"knob {name!r} must be true or false, got {value!r}")
-    return value
-
-
 def resolve_settings(knobs: Mapping[str, Any], default_threads: int) -> EngineSettings:
     """Validate ``knobs`` (names were checked by the backend); BuildError naming a bad value."""
     workspace = _integer(knobs, "workspace_mb", None, "an integer number of MiB >= 1", 1)
@@ -85,15 +79,15 @@ def resolve_settings(knobs: Mapping[str, Any], default_threads: int) -> EngineSe
     assert level is not None and threads is not None  # their defaults are not None
     # TF32 is TensorRT's default for float32 layers, but then "fp32" would compute with 10-bit
     # mantissas on Ampere and newer; fp32 means fp32 unless the knob allows TF32.
-    tf32 = _flag(knobs, "tf32", False)
+    tf32 = flag_knob(knobs, "tf32", False)
     assert tf32 is not None
-    return EngineSettings(workspace, level, threads, tf32, _flag(knobs, "strongly_typed", None))
+    return EngineSettings(workspace, level, threads, tf32, flag_knob(knobs, "strongly_typed", None))
 
 
 def cuda_graph_knob(knobs: Mapping[str, Any]) -> bool:
     """The ``cuda_graph`` knob (default false). How the engine is launched, not how it is built:
     not part of :class:`EngineSettings`, so engines (and their cache keys) are shared by both."""
-    value = _flag(knobs, "cuda_graph", False)
+    value = flag_knob(knobs, "cuda_graph", False)
     return bool(value)
 
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dse.backends._tvm_tuning import TuningKey, apply_database, tuned_database
-from dse.backends.base import Backend, Runner, default_threads, thread_knob
+from dse.backends.base import Backend, Runner, default_threads, padded_batch, thread_knob
 from dse.backends.capabilities import NO_GPU, gpu_runtime
 from dse.backends.ort import onnx_path
 from dse.backends.registry import register_backend
@@ -194,12 +194,7 @@ class TvmRunner(Runner):
         if self._machine is None:
             raise RuntimeError("run() on a closed tvm runner")
         count = x.shape[0]
-        feed = np.ascontiguousarray(x, dtype=np.float32)
-        if count < self.batch_size:  # compiled for one batch size: pad, then cut back
-            feed = np.concatenate([feed, np.zeros((self.batch_size - count, *x.shape[1:]),
-                                                  dtype=np.float32)])
-        elif count > self.batch_size:
-            raise ValueError(f"tvm runner compiled for batches of {self.batch_size}, got {count}")
+        feed = padded_batch(x, self.batch_size, "this tvm runner (compiled for one batch size)")
         if self._on_cpu and _threads_in_effect(self._tvm) != self._threads:
             with _POOL_LOCK:
                 _set_threads(self._tvm, self._threads)

@@ -184,29 +184,16 @@ def _compare_with_and_without(backend: str, knob: str, artifact: Artifact, x: np
 
 
 @pytest.mark.gpu
-def test_eager_torch_replays_a_cuda_graph(artifact_for: ArtifactFor) -> None:
-    _require("torch")
-    x = np.random.default_rng(0).standard_normal(
-        (POOL_BATCH, *artifact_for("torch", "fp32").input_shape)).astype(np.float32)
-    _compare_with_and_without("torch", "cuda_graph", artifact_for("torch", "fp32"), x, 1e-4)
-
-
-@pytest.mark.gpu
-def test_onnxruntime_cuda_replays_a_cuda_graph(artifact_for: ArtifactFor) -> None:
-    _require("onnxruntime_cuda")
-    artifact = artifact_for("onnxruntime_cuda", "fp32")
+@pytest.mark.parametrize(("backend", "knob"), [("torch", "cuda_graph"),
+                                               ("onnxruntime_cuda", "enable_cuda_graph"),
+                                               ("tensorrt", "cuda_graph")])
+def test_a_cuda_graph_replays_what_the_plain_runner_computes(artifact_for: ArtifactFor,
+                                                             backend: str, knob: str) -> None:
+    _require(backend)
+    artifact = artifact_for(backend, "fp32")
     x = np.random.default_rng(0).standard_normal(
         (POOL_BATCH, *artifact.input_shape)).astype(np.float32)
-    _compare_with_and_without("onnxruntime_cuda", "enable_cuda_graph", artifact, x, 1e-4)
-
-
-@pytest.mark.gpu
-def test_tensorrt_replays_a_cuda_graph(artifact_for: ArtifactFor) -> None:
-    _require("tensorrt")
-    artifact = artifact_for("tensorrt", "fp32")
-    x = np.random.default_rng(0).standard_normal(
-        (POOL_BATCH, *artifact.input_shape)).astype(np.float32)
-    _compare_with_and_without("tensorrt", "cuda_graph", artifact, x, 1e-4)
+    _compare_with_and_without(backend, knob, artifact, x, 1e-4)
 
 
 @pytest.mark.gpu

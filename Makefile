@@ -13,10 +13,12 @@ export RAY_USAGE_STATS_ENABLED := 0
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt litert-stack.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH)"
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	# LiteRT without dependency resolution: litert-stack.txt says why.
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -c constraints.txt -r litert-stack.txt
 	touch $(STAMP)
 
 demo: setup

@@ -5,9 +5,11 @@ Models: the cnn family's default architecture and the transformer family's (each
 its dataset), and the shipped ONNX file (search_spaces/models/digits-cnn.onnx). Each cell goes
 through dse's own worker path (``dse.farm.prepare.prepare_candidate``: train or load, build the
 artifact, compile, score fidelity against the fp32 torch reference) and is timed with dse's
-measurement protocol (``dse.measure.measure_latency``). TVM runs twice: with TVM's default
-schedules and with MetaSchedule tuning (``--tuning-trials``, default 64; the tuning is cached per
-device, so a second run of this script reuses it and reports what the tuning cost when made).
+measurement protocol (``dse.measure.measure_latency``). LiteRT and ExecuTorch also run at fp32
+without their XNNPACK delegate (``litert-builtin``, ``executorch-portable``). TVM runs twice: with
+TVM's default schedules and with MetaSchedule tuning (``--tuning-trials``, default 64; the tuning is
+cached per device, so a second run of this script reuses it and reports what the tuning cost when
+made).
 
 All cells run one thread (``max_threads: 1``) so they compare code generation, not parallelism,
 and the other core is left to the OS. The cells are timed in ROUNDS rounds, every cell once per
@@ -42,6 +44,9 @@ BATCH = 8
 ROUNDS = 3
 FIDELITY_FLOOR = 0.95
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+# The edge runtimes once more at fp32 without their XNNPACK delegate: what the delegate buys.
+WITHOUT_DELEGATE = {"litert": ("xnnpack", "litert-builtin"),
+                    "executorch": ("delegate", "executorch-portable")}
 
 
 @dataclass
@@ -125,6 +130,9 @@ def cells_for(model: str, backends: list[str], tuning_trials: int) -> list[Cell]
                                   f"tvm-tuned{tuning_trials}"))
             else:
                 cells.append(Cell(model, backend, precision, {}, backend))
+            if precision == "fp32" and backend in WITHOUT_DELEGATE:
+                knob, label = WITHOUT_DELEGATE[backend]
+                cells.append(Cell(model, backend, precision, {knob: False}, label))
     return cells
 
 

@@ -25,3 +25,18 @@ def test_core_dependencies_leave_jetpacks_runtimes_alone() -> None:
     assert "dse[torch,onnxruntime]" in extras["cpu"]
     assert "dse[cpu]" in extras["dev"]
     assert {"torch", "onnxscript"} <= _names(extras["torch"])
+
+
+def test_the_litert_stack_is_pinned_and_covers_the_litert_extra() -> None:
+    # `make setup` installs litert-stack.txt with --no-deps: every line must have its exact pin in
+    # constraints.txt (else pip takes the newest), and the extra's own packages must be in it.
+    stack = {line.strip().lower().replace("_", "-").replace(".", "-")
+             for line in (REPO / "litert-stack.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")}
+    pinned = {line.split("==")[0].strip().lower().replace("_", "-").replace(".", "-")
+              for line in (REPO / "constraints.txt").read_text().splitlines() if "==" in line}
+    assert stack - pinned == set()
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert _names(extras["litert"]) <= stack
+    assert not _names(extras["litert"]) & JETPACK_PROVIDED
+    assert not _names(extras["executorch"]) & JETPACK_PROVIDED

@@ -30,7 +30,12 @@ class Runner(ABC):
     called once, last, and frees the session. ``run`` after ``close`` raises RuntimeError. A
     runner is also a context manager that closes itself.
 
-    Thread safety: none. A runner is driven by one thread; the farm runs one at a time per device.
+    Thread safety: ``run`` may be called from several threads at once — the offline scenario
+    (``dse.measure.measure_offline``) keeps that many calls in flight — and must then give each
+    call its own correct result: a runtime that runs requests concurrently gets one request per
+    thread (OpenVINO, TensorRT's execution slots); one that cannot serialises the calls with a lock
+    (LiteRT, ExecuTorch). Compiling, ``describe`` and ``close`` come from one thread; the farm runs
+    one runner at a time per device.
 
     Attributes:
         batch_size: the batch size the candidate is measured at. ``run`` also accepts smaller

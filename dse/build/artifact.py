@@ -17,7 +17,14 @@ from dse.build.cache import ArtifactCache
 from dse.build.export import export_onnx
 from dse.build.quantize import quantize_int8
 from dse.exceptions import BuildError
-from dse.parts.backends import ArtifactFormat, backends_loading, declaration
+from dse.parts.backends import (
+    CONVERTED_FORMATS,
+    ArtifactFormat,
+    BackendDeclaration,
+    ConversionRequest,
+    backends_loading,
+    declaration,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -36,11 +43,12 @@ _QUANTIZE_VERSION = 1
 
 @dataclass(frozen=True)
 class Artifact:
-    """What a backend compiles: an ONNX file, or (for the torch backends) the fp32 module itself,
-    with ``precision`` saying what the backend is to run it at.
+    """What a backend compiles: an ONNX file, (for the torch backends) the fp32 module itself, or
+    a file of the backend's own format (``.tflite``, ``.pte``) converted from the module at the
+    candidate's precision and batch size, with ``precision`` saying what the backend is to run.
 
-    ``size_bytes`` is the size of the deployed weights: the file for ONNX, the serialised
-    state_dict for torch.
+    ``size_bytes`` is the size of the deployed weights: the file for ONNX and the converted
+    formats, the serialised state_dict for torch.
     """
 
     format: ArtifactFormat
@@ -60,11 +68,13 @@ def build_artifact(candidate: Candidate, trained: TrainedModel, cache: ArtifactC
     # Which artifact each backend loads, and its int8 style, are in its declaration: backends
     # build on this package, so it reads them from the registry below both.
     try:
-        artifact_format = declaration(candidate.backend).artifact_format
+        declared = declaration(candidate.backend)
     except KeyError as exc:
         raise BuildError(str(exc.args[0])) from None
-    if artifact_format == "torch":
+    if declared.artifact_format == "torch":
         return _torch_artifact(candidate, trained), 0.0
+    if declared.artifact_format in CONVERTED_FORMATS:
+        return _converted(candidate, declared, trained, cache, calibration)
     fp32_path, seconds = _onnx_fp32(trained, cache)
     return _lowered(candidate, fp32_path, seconds, trained.input_shape, cache, calibration)
 
@@ -108,6 +118,8 @@ def _lowered(candidate: Candidate, fp32_path: Path, seconds: float, input_shape:
                                              symmetric=declaration(candidate.backend).int8_symmetric)
         return _onnx_artifact(int8_path, "int8", input_shape), seconds + int8_seconds
     if candidate.precision in ("fp16", "bf16"):
+        if declaration(candidate.backend).float_at_runtime:  # the backend lowers fp32 itself
+            return _onnx_artifact(fp32_path, candidate.precision, input_shape), seconds
         low_path, low_seconds = _onnx_float(fp32_path, cache, candidate.precision)
         return _onnx_artifact(low_path, candidate.precision, input_shape), seconds + low_seconds
     if candidate.precision == "fp8":
@@ -139,6 +151,42 @@ def _torch_artifact(candidate: Candidate, trained: TrainedModel) -> Artifact:
     torch.save(weights, buffer)
     return Artifact("torch", None, candidate.precision, trained.input_shape,
                     buffer.getbuffer().nbytes, trained.module)
+
+
+def _converted(candidate: Candidate, declared: BackendDeclaration, trained: TrainedModel,
+               cache: ArtifactCache, calibration: np.ndarray) -> tuple[Artifact, float]:
+    """The backend's own file, converted from the trained module by its declared conversion and
+    cached under everything the file depends on — on the device worker, with its fingerprint."""
+    import importlib.metadata
+
+    import torch
+
+    from dse.build.fingerprint import device_fingerprint, fingerprint_id
+
+    conversion = declared.conversion
+    assert conversion is not None  # the declaration checks it for converted formats
+    knobs = {name: candidate.knobs[name] for name in sorted(conversion.build_knobs)
+             if name in candidate.knobs}
+    versions: dict[str, str] = {}
+    for library in conversion.libraries:
+        try:
+            versions[library] = importlib.metadata.version(library)
+        except importlib.metadata.PackageNotFoundError:
+            versions[library] = "absent"  # the conversion itself names what is missing
+    images = np.ascontiguousarray(calibration, dtype=np.float32)
+    key: dict[str, Any] = {"stage": f"{declared.name}-convert", "version": conversion.version,
+                           "weights": trained.key, "precision": candidate.precision,
+                           "batch_size": candidate.batch_size, "knobs": knobs,
+                           "libraries": versions, "torch": torch.__version__,
+                           "device": fingerprint_id(device_fingerprint())}
+    if candidate.precision == "int8":  # only then do the samples change the file
+        key["calibration"] = _array_id(images)
+    request = ConversionRequest(trained.module, trained.input_shape, candidate.batch_size,
+                                candidate.precision, images, dict(candidate.knobs))
+    path, seconds = _timed(cache, key, conversion.suffix,
+                           lambda out: conversion.convert(request, out))
+    return Artifact(declared.artifact_format, path, candidate.precision, trained.input_shape,
+                    path.stat().st_size), seconds
 
 
 def _onnx_artifact(path: Path, precision: str, input_shape: tuple[int, ...]) -> Artifact:

@@ -53,9 +53,10 @@ def torch_model(candidate: Candidate, training: TrainingSpec, cache_dir: Path,
     # already non-finite in fp32 is not worth lowering (int8 calibration would fail obscurely).
     reference = finite_reference(candidate, reference_logits(trained.module, eval_x))
     artifact, build_seconds = build_artifact(candidate, trained, cache, calibration)
-    # A torch artifact has no graph of its own: its statistics come from the fp32 export (cached,
-    # shared with the ONNX backends, and not charged to this candidate's build time).
-    graph = artifact.path if artifact.path is not None else fp32_onnx(trained, cache)[0]
+    # A torch artifact has no ONNX graph of its own (a converted one has its own format): its
+    # statistics come from the fp32 export (cached, shared with the ONNX backends, and not
+    # charged to this candidate's build time).
+    graph = artifact.path if artifact.format == "onnx" else fp32_onnx(trained, cache)[0]
     return CandidateModel(
         artifact, build_seconds, eval_x, eval_y, reference, None, graph,
         {"params_m": sum(p.numel() for p in trained.module.parameters()) / 1e6,

@@ -12,8 +12,8 @@ from dse.backends.capabilities import BACKEND_NAMES, DEVICE_KINDS, PRECISIONS
 from dse.parts.backends import BACKEND_DECLARATIONS
 from dse.spec.models import DeviceKind, HardwareProfile, Precision
 
-BUILT_IN = {"onnxruntime", "onnxruntime_cuda", "onnxruntime_tensorrt", "tensorrt", "torch",
-            "torch_compile", "tvm", "xla"}
+BUILT_IN = {"executorch", "litert", "onnxruntime", "onnxruntime_cuda", "onnxruntime_tensorrt",
+            "openvino", "tensorrt", "torch", "torch_compile", "tvm", "xla"}
 
 
 def test_table_covers_every_backend_precision_and_kind() -> None:
@@ -115,18 +115,19 @@ def test_torch_runs_on_gpus_with_bf16_from_ampere(kind: str, backend: str) -> No
 
 
 def test_unknown_combination_names_what_is_known() -> None:
-    ok, reason = supports("openvino", "fp16", "cuda")
+    ok, reason = supports("coreml", "fp16", "cuda")
     assert not ok
-    assert "backend='openvino'" in reason
-    assert ("known backends: ['onnxruntime', 'onnxruntime_cuda', 'onnxruntime_tensorrt', "
-            "'tensorrt', 'torch', 'torch_compile', 'tvm', 'xla']") in reason
+    assert "backend='coreml'" in reason
+    assert ("known backends: ['executorch', 'litert', 'onnxruntime', 'onnxruntime_cuda', "
+            "'onnxruntime_tensorrt', 'openvino', 'tensorrt', 'torch', 'torch_compile', 'tvm', "
+            "'xla']") in reason
 
 
 def test_unknown_backend_lists_the_known_ones() -> None:
-    with pytest.raises(KeyError, match="unknown backend 'openvino'; known: onnxruntime, "
-                                       "onnxruntime_cuda, onnxruntime_tensorrt, tensorrt, torch, "
-                                       "torch_compile, tvm, xla"):
-        get_backend("openvino")
+    with pytest.raises(KeyError, match="unknown backend 'coreml'; known: executorch, litert, "
+                                       "onnxruntime, onnxruntime_cuda, onnxruntime_tensorrt, "
+                                       "openvino, tensorrt, torch, torch_compile, tvm, xla"):
+        get_backend("coreml")
 
 
 def test_importing_backends_imports_no_runtime() -> None:

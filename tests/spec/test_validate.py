@@ -37,10 +37,10 @@ def test_shipped_examples_are_valid() -> None:
         ("  batch_size: 128", "  batchsize: 128",
          "training.batchsize: unknown key 'batchsize'; allowed: batch_size, epochs"),
         ("  epochs: 2", "  epochs: two", "training.epochs: Input should be a valid integer"),
-        ("    torch:\n", "    openvino:\n", "deployment.backends.openvino: found 'openvino'; "
-                                             "allowed: onnxruntime, onnxruntime_cuda, "
-                                             "onnxruntime_tensorrt, tensorrt, torch, torch_compile, "
-                                             "tvm, xla"),
+        ("    torch:\n", "    coreml:\n", "deployment.backends.coreml: found 'coreml'; "
+                                           "allowed: executorch, litert, onnxruntime, "
+                                           "onnxruntime_cuda, onnxruntime_tensorrt, openvino, "
+                                           "tensorrt, torch, torch_compile, tvm, xla"),
         ("[fp32, int8]", "[fp32, int4]",
          "deployment.precisions[1]: found 'int4'; allowed: fp32, fp16, bf16, int8, fp8"),
         ("  - metric: latency_p99_ms", "  - metric: latency_p99",

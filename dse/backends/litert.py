@@ -117,8 +117,10 @@ class Delegation:
         counts = Counter(self.outside)
         return {"delegation": self.word, "model_ops": str(self.model_ops),
                 "delegated_ops": str(self.delegated),
-                "ops_outside_delegate": ",".join(f"{name}:{counts[name]}" for name in sorted(counts))
-                                        or "none",
+                # The same two entries as the executorch backend's: a count, then the names.
+                "ops_outside_delegate": str(len(self.outside)),
+                "ops_outside_delegate_names": ",".join(f"{name}={counts[name]}"
+                                                       for name in sorted(counts)),
                 "delegate_partitions": str(self.partitions)}
 
 

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from dse.exceptions import BuildError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
 
     from dse.build import Artifact
@@ -141,6 +143,19 @@ class Backend(ABC):
         ``device_kind`` (a CUDA-graph capture on a cpu device). Torch-free and device-free like
         :meth:`check_knob_values`: ``dse validate`` asks it per knob value and device of an
         experiment, the worker again before training. Backends with such knobs override it."""
+
+
+# How a backend's messages name the files it loads, by artifact format.
+_FILE_KINDS = {"onnx": "ONNX", "tflite": ".tflite", "pte": ".pte"}
+
+
+def artifact_file(artifact: Artifact, artifact_format: str, backend: str) -> Path:
+    """The artifact's file, when it is one of ``artifact_format``; BuildError naming what
+    ``backend`` was given instead (a torch module, another runtime's file)."""
+    if artifact.format != artifact_format or artifact.path is None:
+        raise BuildError(f"{backend} loads {_FILE_KINDS.get(artifact_format, artifact_format)} "
+                         f"files, got a {artifact.format!r} artifact")
+    return artifact.path
 
 
 def default_threads(profile: HardwareProfile) -> int:

@@ -24,7 +24,15 @@ import numpy as np
 
 from dse.backends._executorch_convert import INT8_SCHEME, convert
 from dse.backends._executorch_plan import one_line, read_delegation
-from dse.backends.base import Backend, Runner, default_threads, flag_knob, padded_batch, thread_knob
+from dse.backends.base import (
+    Backend,
+    Runner,
+    artifact_file,
+    default_threads,
+    flag_knob,
+    padded_batch,
+    thread_knob,
+)
 from dse.backends.registry import register_backend
 from dse.exceptions import BuildError
 from dse.parts.backends import BackendDeclaration, Capability, Conversion
@@ -132,8 +140,7 @@ class ExecutorchBackend(Backend):
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
         self.check_knob_values(knobs)
-        if artifact.format != "pte" or artifact.path is None:
-            raise BuildError(f"executorch loads .pte files, got a {artifact.format!r} artifact")
+        path = artifact_file(artifact, "pte", self.name)
         if profile.kind == "cuda":
             raise BuildError(_CUDA_REASON)
         threads = thread_knob(knobs, "num_threads", default_threads(profile))
@@ -144,8 +151,8 @@ class ExecutorchBackend(Backend):
             raise BuildError(f"executorch: the runtime cannot be imported ({exc}); install "
                              f"dse[executorch]") from exc
         Runtime.get()  # the process's runtime: made once, then returned
-        delegation = read_delegation(artifact.path)
-        runner = ExecutorchRunner(torch, artifact.path, batch_size, threads)
+        delegation = read_delegation(path)
+        runner = ExecutorchRunner(torch, path, batch_size, threads)
         runner.load(artifact.input_shape)
         runner.settings.update({
             "backend": self.name, "backend_version": importlib.metadata.version("executorch"),

@@ -31,7 +31,6 @@ import threading
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,6 +39,7 @@ from dse.backends._litert_convert import CONVERTER_DISTRIBUTIONS, SCHEMES, conve
 from dse.backends.base import (
     Backend,
     Runner,
+    artifact_file,
     default_threads,
     flag_knob,
     padded_batch,
@@ -157,13 +157,6 @@ def _start_litert() -> None:
         return
 
 
-def tflite_path(artifact: Artifact) -> Path:
-    """The artifact's .tflite file; BuildError for any other kind of artifact."""
-    if artifact.format != "tflite" or artifact.path is None:
-        raise BuildError(f"litert loads .tflite files, got a {artifact.format!r} artifact")
-    return artifact.path
-
-
 @register_backend
 class LiteRtBackend(Backend):
     """Loads the converted .tflite file into a LiteRT interpreter on the CPU.
@@ -195,7 +188,7 @@ class LiteRtBackend(Backend):
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
         self.check_knob_values(knobs)
-        path = tflite_path(artifact)
+        path = artifact_file(artifact, "tflite", self.name)
         threads = thread_knob(knobs, "num_threads", default_threads(profile))
         xnnpack = check_xnnpack(knobs)
         if profile.kind == "cuda":

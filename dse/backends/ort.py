@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dse.backends.base import Backend, Runner, default_threads, thread_knob
+from dse.backends.base import Backend, Runner, artifact_file, default_threads, thread_knob
 from dse.backends.capabilities import FP8_CC
 from dse.backends.ort_placement import CPU_PROVIDER, Placement, check_placement, profile_first_run
 from dse.backends.registry import register_backend
@@ -106,9 +106,7 @@ class SessionPlan:
 
 def onnx_path(artifact: Artifact, backend: str) -> Path:
     """The artifact's ONNX file; BuildError for any other kind of artifact."""
-    if artifact.format != "onnx" or artifact.path is None:
-        raise BuildError(f"{backend} loads ONNX files, got a {artifact.format!r} artifact")
-    return artifact.path
+    return artifact_file(artifact, "onnx", backend)
 
 
 class OrtRunner(Runner):

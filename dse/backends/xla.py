@@ -32,6 +32,7 @@ import numpy as np
 from dse.atomic import atomic_write_text
 from dse.backends.base import Backend, Runner, default_threads, thread_knob
 from dse.backends.capabilities import BF16_CC
+from dse.backends.ort import onnx_path
 from dse.backends.registry import register_backend
 from dse.exceptions import BuildError
 from dse.parts.backends import BackendDeclaration, Capability
@@ -303,12 +304,6 @@ def _provenance(artifact: Artifact, device: jax.Device, pool: int,
     }
 
 
-def _onnx_file(artifact: Artifact) -> Path:
-    if artifact.format != "onnx" or artifact.path is None:
-        raise BuildError(f"xla loads ONNX files, got a {artifact.format!r} artifact")
-    return artifact.path
-
-
 @register_backend
 class XlaBackend(Backend):
     """Lowers the ONNX artifact to jax and compiles it with XLA (see the module docstring).
@@ -342,7 +337,7 @@ class XlaBackend(Backend):
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
         self.check_knob_values(knobs)
-        path = _onnx_file(artifact)
+        path = onnx_path(artifact, self.name)
         try:
             import jax  # noqa: F401  # the runtime this backend needs, named if missing
         except ImportError as exc:

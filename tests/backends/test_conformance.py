@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -95,6 +96,18 @@ def test_accepts_float64_non_contiguous_and_read_only_input(runner: Runner,
     readonly = np.array(x[::2])
     readonly.flags.writeable = False
     np.testing.assert_array_equal(runner.run(readonly), want)
+
+
+def test_concurrent_runs_give_the_sequential_results(runner: Runner,
+                                                     backends_split: DigitsSplit) -> None:
+    # The offline scenario keeps several calls in flight from several threads: each must still
+    # get its own batch's logits (a runner may run them at once or take them in turn).
+    batches = [backends_split.x_test[i:i + POOL_BATCH] for i in range(0, 8 * POOL_BATCH, POOL_BATCH)]
+    alone = [runner.run(batch) for batch in batches]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        together = list(pool.map(runner.run, batches))
+    for expected, result in zip(alone, together, strict=True):
+        np.testing.assert_array_equal(result, expected)
 
 
 def test_describe_gives_provenance(runner: Runner, combination: tuple[str, str],

@@ -6,7 +6,6 @@ modules (about a second each), and the cnn's runners come from the session's poo
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ pytest.importorskip("executorch.runtime", reason="executorch is not installed (d
 
 import torch  # after the skip: executorch brings torch
 
-from dse.backends import CAPABILITIES, Runner, get_backend
+from dse.backends import CAPABILITIES, get_backend
 from dse.build import Artifact
 from dse.exceptions import BuildError
 from dse.parts.backends import ConversionRequest, declaration
@@ -168,17 +167,6 @@ def test_runners_of_different_thread_counts_share_the_process_pool(
         runner.run(images)
         assert portable_lib._threadpool_get_thread_count() == threads
     np.testing.assert_array_equal(wide.run(images), first)
-
-
-def test_concurrent_runs_give_the_sequential_results(runner_pool: RunnerFor,
-                                                     backends_split: DigitsSplit) -> None:
-    runner: Runner = runner_pool("executorch", "fp32")
-    batches = [backends_split.x_test[i:i + POOL_BATCH] for i in range(0, 16 * POOL_BATCH, POOL_BATCH)]
-    want = [runner.run(batch) for batch in batches]
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        got = list(pool.map(runner.run, batches))
-    for expected, result in zip(want, got, strict=True):
-        np.testing.assert_array_equal(result, expected)
 
 
 def test_capabilities_name_where_it_runs_and_why_not() -> None:

@@ -5,7 +5,6 @@ interpreter's refusals as one-line build errors, knobs, and concurrent runs. The
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -150,17 +149,6 @@ def test_precisions_without_a_conversion_are_refused_before_converting(tmp_path:
 def test_bad_knob_values_are_refused_without_a_runtime(knobs: dict[str, object], message: str) -> None:
     with pytest.raises(BuildError, match=message):
         LITERT.check_knob_values(knobs)
-
-
-def test_concurrent_runs_give_the_sequential_results(runner_pool: RunnerFor,
-                                                     backends_split: DigitsSplit) -> None:
-    runner = runner_pool("litert", "int8")
-    batches = [backends_split.x_test[i:i + POOL_BATCH] for i in range(0, 32 * POOL_BATCH, POOL_BATCH)]
-    sequential = [runner.run(batch) for batch in batches]
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        concurrent = list(pool.map(runner.run, batches))
-    for alone, together in zip(sequential, concurrent, strict=True):
-        np.testing.assert_array_equal(alone, together)
 
 
 def test_capabilities_say_where_litert_runs() -> None:

@@ -11,49 +11,17 @@ import pytest
 from dse import load_experiment, run_campaign
 from dse.metrics import metric
 from tests.conftest import REPO
+from tests.search.engine_campaign import write_engine_campaign
 
 ENGINES = {"torch": "num_threads", "onnxruntime": "intra_op_threads", "tvm": "num_threads",
            "xla": "num_threads"}
-MEASURE = "{warmup_max_seconds: 0.05, min_iters: 5, min_seconds: 0.0, max_seconds: 0.1}"
 
 
 def _campaign(root: Path, name: str = "engines", tuning_trials: int = 0) -> Path:
-    """The four engines on one trained CNN; campaigns made here share one cache folder, as runs
-    of one experiment do (their device folder holds TVM's tuning databases)."""
-    for folder in ("search_spaces", "hw_profiles", "experiments"):
-        (root / folder).mkdir(exist_ok=True)
-    (root / "hw_profiles" / "cpu.yaml").write_text(
-        "name: local-cpu\nkind: cpu\nbackends: [onnxruntime, torch, tvm, xla]\nprecisions: [fp32]\n"
-        "max_threads: 1\ntelemetry: [process_memory]\n")
-    extra = {"tvm": f"        tuning_trials: [{tuning_trials}]\n"}
-    backends = "".join(f"    {engine}:\n      knobs:\n        {knob}: [1]\n{extra.get(engine, '')}"
-                       for engine, knob in ENGINES.items())
-    (root / "search_spaces" / "engines.yaml").write_text(f"""\
-name: engines
-model:
-  family: cnn
-  dataset: digits
-  arch: {{num_stages: [1], depth: [1], width_mult: [0.5], kernel_size: [3], expand_ratio: [2]}}
-training: {{epochs: 2, batch_size: 128, threads: 1}}
-deployment:
-  backends:
-{backends}  precisions: [fp32]
-  batch_sizes: [4]
-objectives:
-  - metric: accuracy
-  - metric: latency_p50_ms
-""")
-    experiment = root / "experiments" / f"{name}.yaml"
-    experiment.write_text(f"""\
-name: {name}
-cache_dir: ../cache
-search_space: ../search_spaces/engines.yaml
-devices: [../hw_profiles/cpu.yaml]
-sampler: {{name: grid}}
-budget: {{trials: 4}}
-measurement: {MEASURE}
-""")
-    return experiment
+    """The four engines on one trained CNN; campaigns made here share one cache folder (its device
+    folder holds TVM's tuning databases)."""
+    return write_engine_campaign(root, name, ENGINES,
+                                 {"tvm": f"        tuning_trials: [{tuning_trials}]\n"})
 
 
 def _measured(experiment: Path) -> tuple[dict[str, dict[str, object]], dict[str, str]]:

@@ -11,45 +11,9 @@ import pytest
 from dse import load_experiment, run_campaign
 from dse.metrics import metric
 from tests.conftest import REPO
+from tests.search.engine_campaign import write_engine_campaign
 
 RUNTIMES = {"litert": "num_threads", "executorch": "num_threads", "openvino": "num_threads"}
-MEASURE = "{warmup_max_seconds: 0.05, min_iters: 5, min_seconds: 0.0, max_seconds: 0.1}"
-
-
-def _campaign(root: Path) -> Path:
-    for folder in ("search_spaces", "hw_profiles", "experiments"):
-        (root / folder).mkdir(exist_ok=True)
-    (root / "hw_profiles" / "cpu.yaml").write_text(
-        "name: local-cpu\nkind: cpu\nbackends: [litert, executorch, openvino]\nprecisions: [fp32]\n"
-        "max_threads: 1\ntelemetry: [process_memory]\n")
-    backends = "".join(f"    {runtime}:\n      knobs:\n        {knob}: [1]\n"
-                       for runtime, knob in RUNTIMES.items())
-    (root / "search_spaces" / "edge.yaml").write_text(f"""\
-name: edge
-model:
-  family: cnn
-  dataset: digits
-  arch: {{num_stages: [1], depth: [1], width_mult: [0.5], kernel_size: [3], expand_ratio: [2]}}
-training: {{epochs: 2, batch_size: 128, threads: 1}}
-deployment:
-  backends:
-{backends}  precisions: [fp32]
-  batch_sizes: [4]
-objectives:
-  - metric: accuracy
-  - metric: latency_p50_ms
-""")
-    experiment = root / "experiments" / "edge.yaml"
-    experiment.write_text(f"""\
-name: edge
-cache_dir: ../cache
-search_space: ../search_spaces/edge.yaml
-devices: [../hw_profiles/cpu.yaml]
-sampler: {{name: grid}}
-budget: {{trials: 3}}
-measurement: {MEASURE}
-""")
-    return experiment
 
 
 @pytest.mark.usefixtures("ray_cluster")
@@ -59,7 +23,8 @@ def test_three_runtimes_in_one_study_through_the_farm(tmp_path: Path) -> None:
     pytest.importorskip("openvino", reason="OpenVINO (dse[openvino]) is not installed")
     import optuna
 
-    result = run_campaign(load_experiment(_campaign(tmp_path)), report=False)
+    result = run_campaign(load_experiment(write_engine_campaign(tmp_path, "edge", RUNTIMES)),
+                          report=False)
     trials = result.trials
     done = trials[(trials["state"] == "COMPLETE") & trials["reused_from"].isna()]
     assert (done["status"] == "ok").all(), done[["status", "reason"]].to_string()

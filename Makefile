@@ -13,12 +13,16 @@ export RAY_USAGE_STATS_ENABLED := 0
 
 setup: $(STAMP)
 
+# --no-compile: no bytecode for the whole of every package at install time (measured here: 17 s
+# against 7 s for the edge runtimes alone); Python compiles what is imported, when it is.
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check --no-compile
+
 $(STAMP): pyproject.toml constraints.txt litert-stack.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH)"
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	$(PIP) "$(TORCH)"
+	$(PIP) -c constraints.txt -e '.[dev]'
 	# LiteRT without dependency resolution: litert-stack.txt says why.
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -c constraints.txt -r litert-stack.txt
+	$(PIP) --no-deps -c constraints.txt -r litert-stack.txt
 	touch $(STAMP)
 
 demo: setup

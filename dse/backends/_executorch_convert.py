@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from dse.backends._executorch_plan import one_line
-from dse.backends.base import flag_knob
+from dse.backends.base import first_error_line, flag_knob
 from dse.exceptions import BuildError
 from dse.parts.backends import ConversionRequest
 
@@ -65,7 +64,7 @@ def convert(request: ConversionRequest, out_path: Path) -> None:
         program = edge.to_executorch()
     except Exception as exc:  # the lowering passes raise many types for what they cannot take
         raise BuildError(f"executorch: lowering to ExecuTorch failed: {type(exc).__name__}: "
-                         f"{one_line(exc)}") from exc
+                         f"{first_error_line(exc)}") from exc
     out_path.write_bytes(program.buffer)
 
 
@@ -74,7 +73,7 @@ def _exported(torch: Any, module: Any, sample: Any) -> Any:
         return torch.export.export(module, (sample,))
     except Exception as exc:  # torch.export's errors share no base class below Exception
         raise BuildError(f"executorch: torch.export could not export the model: "
-                         f"{type(exc).__name__}: {one_line(exc)}") from exc
+                         f"{type(exc).__name__}: {first_error_line(exc)}") from exc
 
 
 def _quantized(torch: Any, module: Any, sample: Any, calibration: Any) -> Any:
@@ -100,7 +99,7 @@ def _quantized(torch: Any, module: Any, sample: Any, calibration: Any) -> Any:
         converted = quantize_pt2e.convert_pt2e(prepared)
     except Exception as exc:
         raise BuildError(f"executorch: PT2E int8 quantization failed: {type(exc).__name__}: "
-                         f"{one_line(exc)}") from exc
+                         f"{first_error_line(exc)}") from exc
     return _exported(torch, converted, sample)
 
 

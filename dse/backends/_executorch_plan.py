@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dse.backends.base import delegation_entries, first_error_line
 from dse.exceptions import BuildError
 
 # Instructions of this namespace are the runtime's bookkeeping (views over planned memory, symbolic
@@ -39,22 +40,12 @@ class Delegation:
     outside: Counter[str]
     prims: int
 
-    @property
-    def state(self) -> str:
-        """``full`` (every operator delegated), ``partial``, or ``none`` (ExecuTorch's kernels)."""
-        if not self.delegated:
-            return "none"
-        return "partial" if self.outside else "full"
-
     def settings(self) -> dict[str, str]:
         """The describe() entries: a fallback is recorded, never passed off as delegated."""
         by_backend = {**self.delegated, KERNELS: sum(self.outside.values())}
-        return {"delegation": self.state,
+        return {**delegation_entries(sum(self.delegated.values()), self.outside),
                 "delegated_subgraphs": str(sum(self.delegated.values())),
                 "delegate_backends": ",".join(sorted(self.delegated)) or "none",
-                "ops_outside_delegate": str(sum(self.outside.values())),
-                "ops_outside_delegate_names": ",".join(
-                    f"{name}={count}" for name, count in sorted(self.outside.items())),
                 "calls_by_backend": ",".join(f"{name}={count}" for name, count in by_backend.items()),
                 "runtime_prim_calls": str(self.prims)}
 
@@ -69,7 +60,7 @@ def read_delegation(path: Path, method: str = "forward") -> Delegation:
         program = _deserialize_pte_binary(path.read_bytes()).program
     except Exception as exc:  # the flatbuffer reader raises whatever a bad byte leads it to
         raise BuildError(f"executorch: {path.name} is not a readable ExecuTorch program: "
-                         f"{type(exc).__name__}: {one_line(exc)}") from exc
+                         f"{type(exc).__name__}: {first_error_line(exc)}") from exc
     plans = {plan.name: plan for plan in program.execution_plan}
     if method not in plans:
         raise BuildError(f"executorch: {path.name} has no method {method!r} (it has "
@@ -90,10 +81,3 @@ def read_delegation(path: Path, method: str = "forward") -> Delegation:
                 else:
                     outside[name] += 1
     return Delegation(delegated, outside, prims)
-
-
-def one_line(exc: BaseException) -> str:
-    """The first non-empty line of a converter's or runtime's error, at most 300 characters: torch
-    and ExecuTorch put the message first and a graph dump or stack below it."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0][:300] if lines else type(exc).__name__

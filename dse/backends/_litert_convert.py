@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from dse.backends.base import first_error_line
 from dse.exceptions import BuildError
 from dse.parts.backends import ConversionRequest
 
@@ -75,7 +76,7 @@ def convert_to_tflite(request: ConversionRequest, out_path: Path) -> None:
         raise
     except Exception as exc:  # torch.export, PT2E and the MLIR converter raise many types
         raise BuildError(f"litert: litert_torch could not {step}: {type(exc).__name__}: "
-                         f"{one_line(exc)}") from exc
+                         f"{first_error_line(exc)}") from exc
     out_path.write_bytes(content)
 
 
@@ -129,10 +130,3 @@ def _fp16_weights(content: bytes) -> bytes:
                                    num_bits=16, algorithm_key=algorithms.AlgorithmName.FLOAT_CASTING)
     result = casting.quantize(enable_progress_report=False)
     return bytes(result.quantized_model)
-
-
-def one_line(exc: BaseException) -> str:
-    """The first non-empty line of a converter's error: torch.export and the MLIR converter put
-    the message first and the graph, stack or hints below it."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0][:300] if lines else type(exc).__name__

@@ -158,6 +158,30 @@ def artifact_file(artifact: Artifact, artifact_format: str, backend: str) -> Pat
     return artifact.path
 
 
+def delegation_entries(delegated: int, outside: Mapping[str, int]) -> dict[str, str]:
+    """describe()'s account of a delegate (XNNPACK in LiteRT or ExecuTorch), the same keys for
+    every backend that has one: ``delegation`` (``none`` when the delegate took nothing,
+    ``partial`` when operators were left outside it, else ``full``), how many operators were left
+    outside and which (``ops_outside_delegate_names``: ``NAME=count``, sorted). A fallback is
+    thereby recorded, never passed off as a delegated result."""
+    left = sum(outside.values())
+    state = "none" if delegated == 0 else "partial" if left else "full"
+    return {"delegation": state, "ops_outside_delegate": str(left),
+            "ops_outside_delegate_names": ",".join(f"{name}={count}"
+                                                   for name, count in sorted(outside.items()))}
+
+
+def first_error_line(exc: BaseException) -> str:
+    """The first line of an error that says something, at most 300 characters: torch.export,
+    inductor and the converters built on them put the message first and a graph dump, stack or
+    hints below it."""
+    for line in str(exc).splitlines():
+        text = line.strip()
+        if text and not text.startswith(("Traceback", "Set TORCH", "File ")):
+            return text[:300]
+    return type(exc).__name__
+
+
 def default_threads(profile: HardwareProfile) -> int:
     """The profile's thread budget, or every core when it sets none."""
     return profile.max_threads or os.cpu_count() or 1

@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dse.backends._executorch_convert import INT8_SCHEME, convert
-from dse.backends._executorch_plan import one_line, read_delegation
+from dse.backends._executorch_plan import read_delegation
 from dse.backends.base import (
     Backend,
     Runner,
     artifact_file,
     default_threads,
+    first_error_line,
     flag_knob,
     padded_batch,
     thread_knob,
@@ -212,7 +213,7 @@ class ExecutorchRunner(Runner):
                 method.execute([self._torch.from_numpy(np.zeros(want, self._input_dtype))])
             except Exception as exc:
                 raise BuildError(f"executorch: the first run of {self._path.name} failed: "
-                                 f"{type(exc).__name__}: {one_line(exc)}") from exc
+                                 f"{type(exc).__name__}: {first_error_line(exc)}") from exc
         self.settings["input_dtype"] = str(self._input_dtype)
 
     def _loaded(self) -> Any:
@@ -228,7 +229,7 @@ class ExecutorchRunner(Runner):
             self._method = self._program.load_method("forward")
         except Exception as exc:  # the runtime raises RuntimeError, ValueError... for a bad program
             raise BuildError(f"executorch: the runtime could not load {self._path.name}: "
-                             f"{type(exc).__name__}: {one_line(exc)}") from exc
+                             f"{type(exc).__name__}: {first_error_line(exc)}") from exc
         self._generation = _POOL.generation
         return self._method
 

@@ -35,12 +35,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dse.backends._litert_convert import CONVERTER_DISTRIBUTIONS, SCHEMES, convert_to_tflite, one_line
+from dse.backends._litert_convert import CONVERTER_DISTRIBUTIONS, SCHEMES, convert_to_tflite
 from dse.backends.base import (
     Backend,
     Runner,
     artifact_file,
     default_threads,
+    delegation_entries,
+    first_error_line,
     flag_knob,
     padded_batch,
     thread_knob,
@@ -105,22 +107,10 @@ class Delegation:
     outside: tuple[str, ...]
     partitions: int
 
-    @property
-    def word(self) -> str:
-        """``full``, ``partial`` or ``none``."""
-        if self.delegated == 0:
-            return "none"
-        return "partial" if self.outside else "full"
-
     def settings(self) -> dict[str, str]:
         """The describe() entries."""
-        counts = Counter(self.outside)
-        return {"delegation": self.word, "model_ops": str(self.model_ops),
-                "delegated_ops": str(self.delegated),
-                # The same two entries as the executorch backend's: a count, then the names.
-                "ops_outside_delegate": str(len(self.outside)),
-                "ops_outside_delegate_names": ",".join(f"{name}={counts[name]}"
-                                                       for name in sorted(counts)),
+        return {**delegation_entries(self.delegated, Counter(self.outside)),
+                "model_ops": str(self.model_ops), "delegated_ops": str(self.delegated),
                 "delegate_partitions": str(self.partitions)}
 
 
@@ -207,7 +197,7 @@ class LiteRtBackend(Backend):
             interpreter.allocate_tensors()
         except (ValueError, RuntimeError) as exc:
             raise BuildError(f"litert: the LiteRT interpreter could not load {path.name}: "
-                             f"{type(exc).__name__}: {one_line(exc)}") from exc
+                             f"{type(exc).__name__}: {first_error_line(exc)}") from exc
         placed = delegation(interpreter, model_ops)
         runner = LiteRtRunner(interpreter, batch_size, {
             "backend": self.name, "backend_version": _version(RUNTIME),
@@ -224,7 +214,7 @@ class LiteRtBackend(Backend):
         try:
             runner.run(np.zeros(expected, dtype=np.float32))
         except RuntimeError as exc:
-            raise BuildError(f"litert: the first run of {path.name} failed: {one_line(exc)}") from exc
+            raise BuildError(f"litert: the first run of {path.name} failed: {first_error_line(exc)}") from exc
         return runner
 
 

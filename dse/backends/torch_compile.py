@@ -22,7 +22,7 @@ from dse.backends._torch_common import (
     settings,
     torch_capability,
 )
-from dse.backends.base import Backend, Runner
+from dse.backends.base import Backend, Runner, first_error_line
 from dse.backends.registry import register_backend
 from dse.exceptions import BuildError
 from dse.parts.backends import BackendDeclaration
@@ -123,15 +123,6 @@ class TorchCompileBackend(Backend):
         # RuntimeErrors; OSError covers a compiler that cannot be started at all.
         except (RuntimeError, OSError) as exc:
             raise BuildError(f"torch.compile (mode {mode!r}, {placement.precision}) failed: "
-                             f"{type(exc).__name__}: {_first_line(exc)}") from exc
+                             f"{type(exc).__name__}: {first_error_line(exc)}") from exc
         runner.compile_seconds = time.perf_counter() - start
         return runner
-
-
-def _first_line(exc: BaseException) -> str:
-    """The first line of ``exc``'s message that says something (inductor's run to pages)."""
-    for line in str(exc).splitlines():
-        text = line.strip()
-        if text and not text.startswith(("Traceback", "Set TORCH", "File ")):
-            return text
-    return repr(exc)

@@ -157,22 +157,16 @@ def _converted(candidate: Candidate, declared: BackendDeclaration, trained: Trai
                cache: ArtifactCache, calibration: np.ndarray) -> tuple[Artifact, float]:
     """The backend's own file, converted from the trained module by its declared conversion and
     cached under everything the file depends on — on the device worker, with its fingerprint."""
-    import importlib.metadata
-
     import torch
 
-    from dse.build.fingerprint import device_fingerprint, fingerprint_id
+    from dse.build.fingerprint import device_fingerprint, fingerprint_id, installed_version
 
     conversion = declared.conversion
     assert conversion is not None  # the declaration checks it for converted formats
     knobs = {name: candidate.knobs[name] for name in sorted(conversion.build_knobs)
              if name in candidate.knobs}
-    versions: dict[str, str] = {}
-    for library in conversion.libraries:
-        try:
-            versions[library] = importlib.metadata.version(library)
-        except importlib.metadata.PackageNotFoundError:
-            versions[library] = "absent"  # the conversion itself names what is missing
+    # A missing library is "absent" here; the conversion itself names what to install.
+    versions = [installed_version((library,)) for library in conversion.libraries]
     images = np.ascontiguousarray(calibration, dtype=np.float32)
     key: dict[str, Any] = {"stage": f"{declared.name}-convert", "version": conversion.version,
                            "weights": trained.key, "precision": candidate.precision,

@@ -29,7 +29,8 @@ DEVICE_CACHE_ENV = "DSE_DEVICE_CACHE"
 TENSORRT_DISTRIBUTIONS = ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu11")
 
 
-def _version(distributions: tuple[str, ...]) -> str:
+def installed_version(distributions: tuple[str, ...]) -> str:
+    """``name==version`` of the first of ``distributions`` installed, else ``"absent"``."""
     for name in distributions:
         try:
             return f"{name}=={importlib.metadata.version(name)}"
@@ -73,7 +74,7 @@ def device_fingerprint(device_index: int = 0, root: Path = Path("/")) -> dict[st
     return {
         **_gpu(device_index),
         "driver": _driver(),
-        **{key: _version(libraries[key]) for key in sorted(libraries)},
+        **{key: installed_version(libraries[key]) for key in sorted(libraries)},
         "l4t": _l4t_release(root),
     }
 

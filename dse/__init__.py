@@ -17,6 +17,8 @@ _API = {
     "CampaignResult": "dse.api",
     "calibrate": "dse.calibration",
     "DeviceCalibration": "dse.calibration",
+    "profile": "dse.trial_profile",
+    "TrialProfile": "dse.trial_profile",
     "Candidate": "dse.candidate",
     "Measurement": "dse.measurement",
     "METRICS": "dse.metrics",
@@ -55,6 +57,7 @@ __all__ = [
     "MetricSpec",
     "ReplayEvaluator",
     "SpecError",
+    "TrialProfile",
     "__version__",
     "calibrate",
     "graph_stats",
@@ -67,6 +70,7 @@ __all__ = [
     "noise_aware_mask",
     "pareto_front",
     "pareto_mask",
+    "profile",
     "run_campaign",
     "validate_files",
     "write_report",
@@ -100,6 +104,7 @@ if TYPE_CHECKING:
         pareto_mask,
     )
     from dse.storage import CampaignStorage
+    from dse.trial_profile import TrialProfile, profile
 
 
 def __getattr__(name: str) -> Any:

@@ -165,6 +165,11 @@ class TorchRunner(Runner):
         self.batch_size = batch_size
 
     @property
+    def placement(self) -> Placement:
+        """Where and how the module computes."""
+        return self._placement
+
+    @property
     def input_dtype(self) -> str:
         """The torch dtype name inputs are cast to (:func:`input_dtype`)."""
         return input_dtype(self._placement)

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     import numpy as np
 
+    from dse.backends.op_profile import OpProfile, ProfileRequest
     from dse.build import Artifact
     from dse.parts.backends import BackendDeclaration
     from dse.spec import HardwareProfile
@@ -137,6 +138,15 @@ class Backend(ABC):
         without the runtime or a device, so ``dse validate`` can check a space's knob values
         before anything is trained. Backends with value rules override it."""
         self.check_knobs(knobs)
+
+    def profile_ops(self, request: ProfileRequest) -> OpProfile:
+        """Run the request's runner (or a profiled sibling of it) ``request.runs`` times under
+        this backend's own per-operator profiler, writing its raw files into ``request.out_dir``;
+        the time per operator. Backends with a profiler override it and name it in their
+        declaration's ``profiler``; this default raises ProfilerMissing saying there is none."""
+        from dse.backends.op_profile import ProfilerMissing
+
+        raise ProfilerMissing(f"backend {self.name!r} has no per-operator profiler in dse")
 
     def check_knob_device(self, knobs: Mapping[str, Any], device_kind: str) -> None:  # noqa: B027
         """Raise BuildError, in one line, for a knob value that cannot run on any device of

@@ -24,6 +24,7 @@ import numpy as np
 
 from dse.backends._executorch_convert import INT8_SCHEME, convert
 from dse.backends._executorch_plan import read_delegation
+from dse.backends._executorch_profile import PROFILER as EXECUTORCH_PROFILER
 from dse.backends.base import (
     Backend,
     Runner,
@@ -39,6 +40,7 @@ from dse.exceptions import BuildError
 from dse.parts.backends import BackendDeclaration, Capability, Conversion
 
 if TYPE_CHECKING:
+    from dse.backends.op_profile import OpProfile, ProfileRequest
     from dse.build import Artifact
     from dse.spec import HardwareProfile
 
@@ -128,7 +130,8 @@ class ExecutorchBackend(Backend):
                               build_knobs=frozenset({"delegate"}), convert=convert),
         libraries=("executorch", "torchao"), fingerprint={"executorch": ("executorch",)},
         extra="executorch",
-        summary="ExecuTorch (.pte), XNNPACK delegate on CPU cores, PT2E int8")
+        summary="ExecuTorch (.pte), XNNPACK delegate on CPU cores, PT2E int8",
+        profiler=EXECUTORCH_PROFILER)
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)
@@ -137,6 +140,24 @@ class ExecutorchBackend(Backend):
 
     def start_runtime(self, profile: HardwareProfile) -> None:
         _start()
+
+    def profile_ops(self, request: ProfileRequest) -> OpProfile:
+        """ETDump over a sibling of the runner's program, loaded with the tracer on
+        (:mod:`dse.backends._executorch_profile`); the process's thread pool is held at the
+        runner's size throughout, as a run holds it."""
+        from dse.backends._executorch_profile import profile_program
+
+        runner = request.runner
+        if not isinstance(runner, ExecutorchRunner):
+            raise BuildError(f"executorch: profile_ops takes an ExecutorchRunner, got "
+                             f"{type(runner).__name__}")
+        path = artifact_file(request.artifact, "pte", self.name)
+        threads = thread_knob(request.knobs, "num_threads", default_threads(request.profile))
+        delegates = sorted(read_delegation(path).delegated)
+        tensor = runner.input_tensor(request.batch)
+        with _POOL.lock:
+            _POOL.use(threads)
+            return profile_program(path, tensor, delegates, request.runs, request.out_dir)
 
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
@@ -233,13 +254,18 @@ class ExecutorchRunner(Runner):
         self._generation = _POOL.generation
         return self._method
 
+    def input_tensor(self, x: np.ndarray) -> Any:
+        """``x`` as the method takes it: padded to the batch size, in its input dtype, a torch
+        tensor."""
+        feed = padded_batch(x, self.batch_size, "this executorch runner (exported for one batch size)")
+        feed = feed.astype(self._input_dtype, copy=not feed.flags.writeable)
+        return self._torch.from_numpy(feed)
+
     def run(self, x: np.ndarray) -> np.ndarray:
         if self._closed:
             raise RuntimeError("run() on a closed executorch runner")
         count = len(x)
-        feed = padded_batch(x, self.batch_size, "this executorch runner (exported for one batch size)")
-        feed = feed.astype(self._input_dtype, copy=not feed.flags.writeable)
-        tensor = self._torch.from_numpy(feed)
+        tensor = self.input_tensor(x)
         with _POOL.lock:
             if self._closed:
                 raise RuntimeError("run() on a closed executorch runner")

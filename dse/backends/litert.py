@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dse.backends._litert_convert import CONVERTER_DISTRIBUTIONS, SCHEMES, convert_to_tflite
+from dse.backends._litert_profile import PROFILER as LITERT_PROFILER
 from dse.backends.base import (
     Backend,
     Runner,
@@ -52,6 +53,7 @@ from dse.exceptions import BuildError
 from dse.parts.backends import BackendDeclaration, Capability, Conversion
 
 if TYPE_CHECKING:
+    from dse.backends.op_profile import OpProfile, ProfileRequest
     from dse.build import Artifact
     from dse.spec import HardwareProfile
 
@@ -165,7 +167,8 @@ class LiteRtBackend(Backend):
         conversion=Conversion(suffix=".tflite", version=1, libraries=CONVERTER_DISTRIBUTIONS,
                               build_knobs=frozenset(), convert=convert_to_tflite),
         libraries=CONVERTER_DISTRIBUTIONS, fingerprint={"litert": (RUNTIME,)}, extra="litert",
-        summary="LiteRT interpreter (XNNPACK delegate), converted by litert-torch")
+        summary="LiteRT interpreter (XNNPACK delegate), converted by litert-torch",
+        profiler=LITERT_PROFILER)
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)
@@ -174,6 +177,23 @@ class LiteRtBackend(Backend):
 
     def start_runtime(self, profile: HardwareProfile) -> None:
         _start_litert()
+
+    def profile_ops(self, request: ProfileRequest) -> OpProfile:
+        """LiteRT's profiler over a profiled sibling of the runner: the same file compiled by
+        LiteRT's CompiledModel with the runner's threads and kernels
+        (:mod:`dse.backends._litert_profile`)."""
+        from dse.backends._litert_profile import Settings, profile_tflite
+
+        runner = request.runner
+        if not isinstance(runner, LiteRtRunner):
+            raise BuildError(f"litert: profile_ops takes a LiteRtRunner, got "
+                             f"{type(runner).__name__}")
+        path = artifact_file(request.artifact, "tflite", self.name)
+        settings = Settings(thread_knob(request.knobs, "num_threads",
+                                        default_threads(request.profile)),
+                            check_xnnpack(request.knobs))
+        return profile_tflite(path, runner.feed(request.batch), runner.output_shape,
+                              runner.output_dtype, settings, request.runs, request.out_dir)
 
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
@@ -242,19 +262,27 @@ class LiteRtRunner(Runner):
         self._input_scale = _scale(source)
         self._output_scale = _scale(result)
         self.input_shape = tuple(int(size) for size in source["shape"])
+        self.output_shape = tuple(int(size) for size in result["shape"])
+        self.output_dtype = np.dtype(result["dtype"])
         self._settings = {**settings, "input_dtype": self._input_dtype.name,
                           "output_dtype": np.dtype(result["dtype"]).name}
         self.batch_size = batch_size
 
-    def run(self, x: np.ndarray) -> np.ndarray:
-        if self._interpreter is None:
-            raise RuntimeError("run() on a closed litert runner")
-        count = x.shape[0]
+    def feed(self, x: np.ndarray) -> np.ndarray:
+        """``x`` as the interpreter's input tensor takes it: padded to the batch size, quantized
+        for an integer input."""
         feed = padded_batch(x, self.batch_size, "this litert runner (converted for one batch size)")
         if self._input_scale is not None:
             scale, zero = self._input_scale
             info = np.iinfo(self._input_dtype)
             feed = np.clip(np.rint(feed / scale) + zero, info.min, info.max).astype(self._input_dtype)
+        return feed
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        if self._interpreter is None:
+            raise RuntimeError("run() on a closed litert runner")
+        count = x.shape[0]
+        feed = self.feed(x)
         with self._lock:
             interpreter = self._interpreter
             if interpreter is None:

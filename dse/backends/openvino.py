@@ -20,6 +20,10 @@ of the asked precision (a silent fallback to f32 is a BuildError). The measured 
 without profiling: the second compile costs ~25 ms for the test cnn, while profiling's per-node
 timers would be in every measured call (under 1% here, more for models of many small nodes).
 
+``dse profile`` compiles one more sibling with ``PERF_COUNT`` (``profile_ops``): the runner's
+properties (on the CPU plugin, as one stream of its threads per stream), its counters read
+around a window of calls (:mod:`dse.backends._openvino_profile`).
+
 Shapes are static: the model is reshaped to the candidate's batch size before compiling, which
 measured 10-20% faster than OpenVINO's dynamic-shape path for the test cnn (shape inference and
 buffer checks per call); a smaller batch is zero-padded and cut back.
@@ -33,6 +37,7 @@ import numbers
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,9 +58,12 @@ from dse.exceptions import BuildError
 from dse.parts.backends import BackendDeclaration, Capability
 
 if TYPE_CHECKING:
+    from dse.backends.op_profile import OpProfile, ProfileRequest
     from dse.build import Artifact
     from dse.spec import HardwareProfile
 
+# What profile_ops runs, named in the declaration and in each profile.
+PROFILER = "OpenVINO performance counters (PERF_COUNT)"
 KNOBS = frozenset({"num_threads", "performance_hint", "num_streams", "device"})
 DEVICES = ("CPU", "GPU", "NPU")
 HINTS = ("latency", "throughput")
@@ -146,7 +154,8 @@ class OpenVinoBackend(Backend):
         name="openvino", artifact_format="onnx", capability=_capability, knobs=KNOBS,
         thread_knob="num_threads", int8_symmetric=True, float_at_runtime=True,
         libraries=("openvino", "onnx"), fingerprint={"openvino": ("openvino",)}, extra="openvino",
-        summary="OpenVINO (CPU plugin; Intel GPU/NPU via a knob), precision hints checked")
+        summary="OpenVINO (CPU plugin; Intel GPU/NPU via a knob), precision hints checked",
+        profiler=PROFILER)
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)
@@ -160,6 +169,56 @@ class OpenVinoBackend(Backend):
 
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
+        ov, core, plan = self._plan(artifact, knobs, profile, batch_size)
+        kernels = _profiled_kernels(core, plan, batch_size, artifact.input_shape)
+        check_kernel_precision(kernels, artifact.precision, plan.device)
+        start = time.perf_counter()
+        compiled = _compile(core, plan.model, plan.device, plan.config, plan.name)
+        seconds = time.perf_counter() - start
+        runner = OpenVinoRunner(compiled, batch_size, {
+            "backend": self.name, "backend_version": str(ov.__version__), "device": plan.device,
+            "precision": artifact.precision,
+            "device_full_name": str(core.get_property(plan.device, "FULL_DEVICE_NAME")),
+            **_in_effect(compiled, str(plan.config.get("INFERENCE_NUM_THREADS", "n/a"))),
+            "shape": f"static, batch {batch_size}",
+            "nodes_by_precision": precision_counts(kernels),
+            "compute_kernels": compute_kernel_counts(kernels)})
+        runner.compile_seconds = seconds
+        return runner
+
+    def profile_ops(self, request: ProfileRequest) -> OpProfile:
+        """The runner's model compiled once more with the same properties and ``PERF_COUNT`` on
+        (profiling is a compile-time property: the measured runner has it off), then run
+        ``request.runs`` times with its performance counters read after each call (see
+        :mod:`dse.backends._openvino_profile`)."""
+        from dse.backends._openvino_profile import (
+            AVERAGING_DEVICES,
+            one_stream_properties,
+            profile_compiled,
+        )
+
+        runner = request.runner
+        if not isinstance(runner, OpenVinoRunner):
+            raise BuildError(f"openvino profiles the runners it compiled, got a "
+                             f"{type(runner).__name__}")
+        ov, core, plan = self._plan(request.artifact, request.knobs, request.profile,
+                                    runner.batch_size)
+        averaging = plan.device in AVERAGING_DEVICES
+        config = {**plan.config, "PERF_COUNT": True,
+                  **(one_stream_properties(runner.describe()) if averaging else {})}
+        profiled = _compile(core, plan.model, plan.device, config, plan.name)
+        feed = padded_batch(np.ascontiguousarray(request.batch, dtype=np.float32),
+                            runner.batch_size, "the openvino profile (compiled for one batch size)")
+        return profile_compiled(profiled, feed, request.runs, request.out_dir,
+                                profiler=f"{PROFILER}, openvino {ov.__version__} ({plan.device})",
+                                averaging=averaging,
+                                in_effect=_in_effect(profiled, str(config.get(
+                                    "INFERENCE_NUM_THREADS", "n/a"))))
+
+    def _plan(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
+              batch_size: int) -> tuple[Any, Any, _Plan]:
+        """The openvino module, the Core, and what to compile: the one recipe of the measured
+        runner and of its profiled sibling."""
         self.check_knob_values(knobs)
         path = onnx_path(artifact, self.name)
         if profile.kind != "cpu" or artifact.precision not in _PRECISION_HINTS:
@@ -175,22 +234,17 @@ class OpenVinoBackend(Backend):
         config = _config(core, device, knobs, hint, thread_knob(knobs, "num_threads",
                                                                 default_threads(profile)))
         model = _read_model(core, path, batch_size, artifact.input_shape)
-        kernels = _profiled_kernels(core, model, device, config, path.name, batch_size,
-                                    artifact.input_shape)
-        check_kernel_precision(kernels, artifact.precision, device)
-        start = time.perf_counter()
-        compiled = _compile(core, model, device, config, path.name)
-        seconds = time.perf_counter() - start
-        runner = OpenVinoRunner(compiled, batch_size, {
-            "backend": self.name, "backend_version": str(ov.__version__), "device": device,
-            "precision": artifact.precision,
-            "device_full_name": str(core.get_property(device, "FULL_DEVICE_NAME")),
-            **_in_effect(compiled, str(config.get("INFERENCE_NUM_THREADS", "n/a"))),
-            "shape": f"static, batch {batch_size}",
-            "nodes_by_precision": precision_counts(kernels),
-            "compute_kernels": compute_kernel_counts(kernels)})
-        runner.compile_seconds = seconds
-        return runner
+        return ov, core, _Plan(model, device, config, path.name)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A model read and reshaped, and the device and properties to compile it with."""
+
+    model: Any
+    device: str
+    config: dict[str, Any]
+    name: str
 
 
 class OpenVinoRunner(Runner):
@@ -297,16 +351,17 @@ def _compile(core: Any, model: Any, device: str, config: Mapping[str, Any], name
                          f"{_first_line(exc)}") from exc
 
 
-def _profiled_kernels(core: Any, model: Any, device: str, config: Mapping[str, Any], name: str,
-                      batch_size: int, input_shape: tuple[int, ...]) -> list[Kernel]:
+def _profiled_kernels(core: Any, plan: _Plan, batch_size: int,
+                      input_shape: tuple[int, ...]) -> list[Kernel]:
     """The kernels one inference on zeros ran, from a compile with profiling on."""
-    profiled = _compile(core, model, device, {**config, "PERF_COUNT": True}, name)
+    profiled = _compile(core, plan.model, plan.device, {**plan.config, "PERF_COUNT": True},
+                        plan.name)
     request = profiled.create_infer_request()
     try:
         request.infer({0: np.zeros((batch_size, *input_shape), dtype=np.float32)})
     except Exception as exc:
-        raise BuildError(f"openvino: {name} compiled for {device} but failed on its first "
-                         f"inference: {_first_line(exc)}") from exc
+        raise BuildError(f"openvino: {plan.name} compiled for {plan.device} but failed on its "
+                         f"first inference: {_first_line(exc)}") from exc
     return executed_kernels(request.profiling_info)
 
 

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dse.backends._ort_profile import PROFILER as ORT_PROFILER
+from dse.backends._ort_profile import profile_ort_runner
 from dse.backends.base import Backend, Runner, artifact_file, default_threads, thread_knob
 from dse.backends.capabilities import FP8_CC
 from dse.backends.ort_placement import CPU_PROVIDER, Placement, check_placement, profile_first_run
@@ -27,6 +29,7 @@ from dse.exceptions import BuildError
 from dse.parts.backends import BackendDeclaration, Capability
 
 if TYPE_CHECKING:
+    from dse.backends.op_profile import OpProfile, ProfileRequest
     from dse.build import Artifact
     from dse.spec import HardwareProfile
 
@@ -122,6 +125,8 @@ class OrtRunner(Runner):
         self._output = session.get_outputs()[0].name
         self._settings = settings
         self.batch_size = batch_size
+        # The session's plan, model file and settings, for a profiled sibling session.
+        self.sibling: tuple[SessionPlan, Path, SessionSettings] | None = None
 
     @property
     def session(self) -> Any:
@@ -150,6 +155,19 @@ class OrtRunner(Runner):
 
     def close(self) -> None:
         self._session = None
+
+    def profiled_sibling(self, profile_prefix: Path) -> Any:
+        """A second session of the same model, plan and settings with profiling on, writing
+        under ``profile_prefix`` (ONNX Runtime profiles only from a session's creation; this
+        runner's own profile ended after its placement check)."""
+        import onnxruntime as ort
+
+        if self.sibling is None:
+            raise BuildError("this ONNX Runtime runner was not made by compile_session: no "
+                             "session plan to profile a sibling of")
+        plan, path, settings = self.sibling
+        options = _session_options(ort, settings, profile_prefix)
+        return ort.InferenceSession(str(path), sess_options=options, providers=list(plan.providers))
 
 
 def compile_session(plan: SessionPlan, artifact: Artifact, settings: SessionSettings,
@@ -204,6 +222,7 @@ def compile_session(plan: SessionPlan, artifact: Artifact, settings: SessionSett
     })
     if plan.timed:
         runner.compile_seconds = seconds
+    runner.sibling = (plan, path, settings)
     return runner
 
 
@@ -296,7 +315,11 @@ class OrtBackend(Backend):
         name="onnxruntime", artifact_format="onnx", capability=_capability, knobs=SESSION_KNOBS,
         thread_knob="intra_op_threads", libraries=("onnxruntime", "onnx"),
         fingerprint=ORT_FINGERPRINT, extra="onnxruntime",
-        summary="ONNX Runtime, CPU execution provider")
+        summary="ONNX Runtime, CPU execution provider",
+        profiler=ORT_PROFILER)
+
+    def profile_ops(self, request: ProfileRequest) -> OpProfile:
+        return profile_ort_runner(request)
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)

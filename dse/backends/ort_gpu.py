@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dse.backends._ort_profile import PROFILER as ORT_PROFILER
+from dse.backends._ort_profile import profile_ort_runner
 from dse.backends.base import Backend, Runner, flag_knob
 from dse.backends.capabilities import NO_GPU, gpu_runtime, supports
 from dse.backends.ort import (
@@ -43,6 +45,7 @@ from dse.exceptions import BuildError
 from dse.parts.backends import BackendDeclaration, Capability
 
 if TYPE_CHECKING:
+    from dse.backends.op_profile import OpProfile, ProfileRequest
     from dse.build import Artifact
     from dse.spec import HardwareProfile
 
@@ -177,7 +180,11 @@ class OrtCudaBackend(Backend):
         knobs=SESSION_KNOBS | {"cudnn_conv_algo_search", "enable_cuda_graph"},
         thread_knob="intra_op_threads",
         libraries=("onnxruntime-gpu", "onnx"), fingerprint=ORT_FINGERPRINT,
-        extra="gpu", summary="ONNX Runtime, CUDA execution provider")
+        extra="gpu", summary="ONNX Runtime, CUDA execution provider",
+        profiler=ORT_PROFILER)
+
+    def profile_ops(self, request: ProfileRequest) -> OpProfile:
+        return profile_ort_runner(request)
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)
@@ -245,7 +252,11 @@ class OrtTensorrtBackend(Backend):
         thread_knob="intra_op_threads", int8_symmetric=True,
         libraries=("onnxruntime-gpu", "onnx", "tensorrt"),
         fingerprint={**ORT_FINGERPRINT, "tensorrt": TENSORRT_DISTRIBUTIONS},
-        extra="tensorrt", summary="ONNX Runtime, TensorRT execution provider")
+        extra="tensorrt", summary="ONNX Runtime, TensorRT execution provider",
+        profiler=ORT_PROFILER)
+
+    def profile_ops(self, request: ProfileRequest) -> OpProfile:
+        return profile_ort_runner(request)
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)

@@ -12,7 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dse.backends.base import Backend, Runner, default_threads
+import numpy as np
+
+from dse.backends.base import Backend, Runner, default_threads, padded_batch
 from dse.backends.capabilities import BF16_CC, FP8_CC, NO_GPU, gpu_runtime
 from dse.backends.registry import register_backend
 from dse.backends.trt_engine import (
@@ -48,8 +50,12 @@ from dse.exceptions import BuildError
 from dse.parts.backends import BackendDeclaration, Capability
 
 if TYPE_CHECKING:
+    from dse.backends.op_profile import OpProfile, ProfileRequest
     from dse.build import Artifact
     from dse.spec import HardwareProfile
+
+# What profile_ops runs, named in the declaration and in each profile.
+PROFILER = "TensorRT layer profiler (IProfiler) and engine inspector"
 
 
 def _capability(precision: str, kind: str) -> Capability:
@@ -90,7 +96,31 @@ class TensorRTBackend(Backend):
         name="tensorrt", artifact_format="onnx", capability=_capability, knobs=KNOBS,
         thread_knob=THREAD_KNOB, int8_symmetric=True, libraries=("tensorrt",),
         fingerprint={"tensorrt": TENSORRT_DISTRIBUTIONS}, extra="tensorrt",
-        summary="TensorRT engines built from the ONNX artifact")
+        summary="TensorRT engines built from the ONNX artifact", profiler=PROFILER)
+
+    def profile_ops(self, request: ProfileRequest) -> OpProfile:
+        """The runner's engine run ``request.runs`` times on an execution context of its own
+        with TensorRT's layer profiler attached, and its engine inspector's layer information
+        (see :mod:`dse.backends._trt_profile`)."""
+        import torch
+
+        from dse.backends._trt_profile import profile_context
+
+        runner = request.runner
+        if not isinstance(runner, TensorRTRunner):
+            raise BuildError(f"tensorrt profiles the runners it compiled, got a "
+                             f"{type(runner).__name__}")
+        trt = import_tensorrt()
+        engine, slot = runner.profiled()
+        feed = torch.from_numpy(padded_batch(np.ascontiguousarray(request.batch, dtype=np.float32),
+                                             runner.batch_size, "the tensorrt profile"))
+        try:
+            return profile_context(trt, engine, slot.context, slot.run, feed, request.runs,
+                                   request.out_dir, profiler=f"{PROFILER}, TensorRT {trt.__version__}")
+        finally:
+            # A failed run may leave work queued on the slot's stream: let it finish before the
+            # slot's context and buffers go with it.
+            slot.stream.synchronize()
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)

@@ -22,6 +22,8 @@ from dse.backends._torch_common import (
     settings,
     torch_capability,
 )
+from dse.backends._torch_profile import PROFILER as TORCH_PROFILER
+from dse.backends._torch_profile import profile_torch_runner
 from dse.backends.base import Backend, Runner, first_error_line
 from dse.backends.registry import register_backend
 from dse.exceptions import BuildError
@@ -30,6 +32,7 @@ from dse.parts.backends import BackendDeclaration
 if TYPE_CHECKING:
     import torch
 
+    from dse.backends.op_profile import OpProfile, ProfileRequest
     from dse.build import Artifact
     from dse.spec import HardwareProfile
 
@@ -86,7 +89,11 @@ class TorchCompileBackend(Backend):
         knobs=frozenset({"num_threads", "precision_mode", "mode", "attention_kernel"}),
         thread_knob="num_threads",
         libraries=("torch",), extra="torch",
-        summary="torch.compile (inductor)")
+        summary="torch.compile (inductor)",
+        profiler=TORCH_PROFILER)
+
+    def profile_ops(self, request: ProfileRequest) -> OpProfile:
+        return profile_torch_runner(request)
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         check_torch_knobs(self, knobs)

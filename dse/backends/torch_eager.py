@@ -18,12 +18,15 @@ from dse.backends._torch_common import (
     settings,
     torch_capability,
 )
+from dse.backends._torch_profile import PROFILER as TORCH_PROFILER
+from dse.backends._torch_profile import profile_torch_runner
 from dse.backends.base import Backend, Runner, flag_knob
 from dse.backends.registry import register_backend
 from dse.exceptions import BuildError
 from dse.parts.backends import BackendDeclaration
 
 if TYPE_CHECKING:
+    from dse.backends.op_profile import OpProfile, ProfileRequest
     from dse.build import Artifact
     from dse.spec import HardwareProfile
 
@@ -50,7 +53,11 @@ class TorchEagerBackend(Backend):
         knobs=frozenset({"num_threads", "precision_mode", "attention_kernel", "cuda_graph"}),
         thread_knob="num_threads",
         libraries=("torch",), extra="torch",
-        summary="eager PyTorch")
+        summary="eager PyTorch",
+        profiler=TORCH_PROFILER)
+
+    def profile_ops(self, request: ProfileRequest) -> OpProfile:
+        return profile_torch_runner(request)
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         check_torch_knobs(self, knobs)

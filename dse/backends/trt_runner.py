@@ -193,6 +193,16 @@ class TensorRTRunner(Runner):
             feed = feed.copy()
         return self._slot().run(torch.from_numpy(feed))
 
+    def profiled(self) -> tuple[Any, _Slot]:
+        """The engine and a fresh execution slot of it without a CUDA graph, for TensorRT's
+        layer profiler (a graph replay runs no enqueue for it to time). The slot is not one of
+        the runner's: it goes when the caller drops it, and the runner's own stay as they are."""
+        with self._lock:
+            if self._engine is None:
+                raise RuntimeError("profiled() on a closed tensorrt runner")
+            return self._engine, _Slot(self._trt, self._engine, self._io, self.batch_size,
+                                       self._device, cuda_graph=False)
+
     def describe(self) -> dict[str, str]:
         return {**self._settings, "execution_contexts": str(len(self._slots))}
 

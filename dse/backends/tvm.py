@@ -18,7 +18,8 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,10 +35,13 @@ from dse.models.sources import file_sha256
 from dse.parts.backends import BackendDeclaration, Capability
 
 if TYPE_CHECKING:
+    from dse.backends.op_profile import OpProfile, ProfileRequest
     from dse.build import Artifact
     from dse.spec import HardwareProfile
 
 TVM_DISTRIBUTIONS = ("apache-tvm",)
+# What profile_ops runs, named in the declaration and in each profile.
+PROFILER = "TVM Relax VM instrument (per-call timing)"
 # The largest tuning budget accepted: MetaSchedule spends about a second per trial on a 2-core CPU.
 MAX_TUNING_TRIALS = 20_000
 _INT8_REASON = ("TVM's Relax ONNX importer reads the QDQ graph but lowers QuantizeLinear/"
@@ -100,7 +104,8 @@ class TvmBackend(Backend):
         name="tvm", artifact_format="onnx", capability=_capability,
         knobs=frozenset({"num_threads", "tuning_trials"}), thread_knob="num_threads",
         libraries=(*TVM_DISTRIBUTIONS, "onnx"), fingerprint={"tvm": TVM_DISTRIBUTIONS},
-        extra="tvm", summary="Apache TVM (Relax VM), MetaSchedule auto-tuning")
+        extra="tvm", summary="Apache TVM (Relax VM), MetaSchedule auto-tuning",
+        profiler=PROFILER)
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)
@@ -114,6 +119,28 @@ class TvmBackend(Backend):
         except ImportError:
             return
 
+    def profile_ops(self, request: ProfileRequest) -> OpProfile:
+        """The runner's executable in a second VM with an instrument timing every call it makes,
+        run ``request.runs`` times (see :mod:`dse.backends._tvm_profile`); FLOPs per kernel
+        from its TIR, lowered again from the artifact."""
+        from dse.backends._tvm_profile import profile_vm
+
+        runner = request.runner
+        if not isinstance(runner, TvmRunner):
+            raise BuildError(f"tvm profiles the runners it compiled, got a "
+                             f"{type(runner).__name__}")
+        import tvm
+        from tvm import relax
+
+        compiled, call = runner.profiled()
+        flops = _kernel_flops(tvm, relax, request.artifact, runner.batch_size, compiled)
+        on_cpu = compiled.device.dlpack_device_type() == tvm.cpu().dlpack_device_type()
+        feed = np.ascontiguousarray(request.batch, dtype=np.float32)
+        return profile_vm(compiled.machine, call, feed, request.runs, request.out_dir,
+                          profiler=f"{PROFILER}, apache-tvm {tvm.__version__}",
+                          where=str(compiled.target.kind.name),
+                          sync=None if on_cpu else compiled.device.sync, flops=flops)
+
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
         self.check_knob_values(knobs)
@@ -122,22 +149,13 @@ class TvmBackend(Backend):
         trials = tuning_trials(knobs)
         _allow_threads()
         try:
-            import onnx
             import tvm
             from tvm import relax
-            from tvm.relax.frontend.onnx import from_onnx
         except ImportError as exc:
             raise BuildError(f"tvm: apache-tvm cannot be imported ({exc}); install dse[tvm]") from exc
         device, target, target_text = _device_and_target(tvm, profile, threads)
-        model = onnx.load(str(path))
-        input_name = model.graph.input[0].name
         start = time.perf_counter()
-        try:
-            module = from_onnx(model, shape_dict={input_name: [batch_size, *artifact.input_shape]},
-                               keep_params_in_input=False)
-        except Exception as exc:  # the importer raises many types for an operator it lacks
-            raise BuildError(f"tvm: the Relax ONNX importer could not import {path.name}: "
-                             f"{type(exc).__name__}: {_first_line(exc)}") from exc
+        module = _import_onnx(path, batch_size, artifact.input_shape)
         tuning: dict[str, str] = {"tuning_trials": str(trials)}
         tuning_seconds: float | None = None
         with tempfile.TemporaryDirectory(prefix="dse-tvm-") as scratch:
@@ -161,8 +179,13 @@ class TvmBackend(Backend):
                                  f"{type(exc).__name__}: {_first_line(exc)}") from exc
         with _POOL_LOCK:
             _set_threads(tvm, threads)
-            machine = relax.VirtualMachine(executable, device)
-        runner = TvmRunner(tvm, machine, device, batch_size, threads, {
+            # The executable's library, compiled and loaded: a runner keeps it (not the
+            # executable, whose in-memory modules and constants would stay resident too) so a
+            # profile can load a second VM from it.
+            library = executable.jit()
+            machine = relax.VirtualMachine(library, device)
+        runner = TvmRunner(tvm, _Compiled(library, machine, device, target, bool(trials)),
+                           batch_size, threads, {
             "backend": self.name, "backend_version": tvm.__version__,
             "device": str(device), "precision": artifact.precision,
             "threads": str(_threads_in_effect(tvm)),
@@ -173,6 +196,19 @@ class TvmBackend(Backend):
         return runner
 
 
+@dataclass(frozen=True)
+class _Compiled:
+    """What a TVM runner runs, and what a profile rebuilds from it: the loaded library (a second
+    VM loads from it without compiling), the VM, device and target, and whether MetaSchedule
+    tuned it (its kernels then come from the tuning pipeline's fusion)."""
+
+    library: Any
+    machine: Any
+    device: Any
+    target: Any
+    tuned: bool
+
+
 class TvmRunner(Runner):
     """A Relax VM over the compiled module: host numpy in, the copy to the device and the logits'
     copy back inside ``run`` (which returns when they are on the host).
@@ -180,33 +216,88 @@ class TvmRunner(Runner):
     TVM's thread pool is process-wide: a runner whose count another runner changed since sets
     its own back before it runs (a check costs well under a microsecond; the reset is rare)."""
 
-    def __init__(self, tvm: Any, machine: Any, device: Any, batch_size: int, threads: int,
+    def __init__(self, tvm: Any, compiled: _Compiled, batch_size: int, threads: int,
                  settings: dict[str, str]) -> None:
         self._tvm = tvm
-        self._machine: Any = machine
-        self._device = device
+        self._compiled: _Compiled | None = compiled
         self._threads = threads
         self._on_cpu = settings["device"].startswith("cpu")
         self._settings = settings
         self.batch_size = batch_size
 
     def run(self, x: np.ndarray) -> np.ndarray:
-        if self._machine is None:
+        if self._compiled is None:
             raise RuntimeError("run() on a closed tvm runner")
+        return self._invoke(self._compiled.machine, self._compiled.device, x)
+
+    def _invoke(self, machine: Any, device: Any, x: np.ndarray) -> np.ndarray:
         count = x.shape[0]
         feed = padded_batch(x, self.batch_size, "this tvm runner (compiled for one batch size)")
         if self._on_cpu and _threads_in_effect(self._tvm) != self._threads:
             with _POOL_LOCK:
                 _set_threads(self._tvm, self._threads)
-        output = self._machine["main"](self._tvm.runtime.tensor(feed, self._device))
+        output = machine["main"](self._tvm.runtime.tensor(feed, device))
         result: np.ndarray = output.numpy()
         return result[:count]
+
+    def profiled(self) -> tuple[_Compiled, Callable[[np.ndarray], np.ndarray]]:
+        """A fresh VM of this runner's executable (an instrument is set per VM, so the measured
+        one stays as it is) and a call that runs it as ``run`` runs the measured one."""
+        if self._compiled is None:
+            raise RuntimeError("profiled() on a closed tvm runner")
+        from tvm import relax
+
+        with _POOL_LOCK:
+            _set_threads(self._tvm, self._threads)
+            machine = relax.VirtualMachine(self._compiled.library, self._compiled.device)
+        sibling = replace(self._compiled, machine=machine)
+        return sibling, lambda x: self._invoke(machine, sibling.device, x)
 
     def describe(self) -> dict[str, str]:
         return dict(self._settings)
 
     def close(self) -> None:
-        self._machine = None
+        self._compiled = None
+
+
+def _import_onnx(path: Path, batch_size: int, input_shape: tuple[int, ...]) -> Any:
+    """The ONNX file as a Relax module at the static shape (batch_size, *input_shape)."""
+    import onnx
+    from tvm.relax.frontend.onnx import from_onnx
+
+    model = onnx.load(str(path))
+    input_name = model.graph.input[0].name
+    try:
+        return from_onnx(model, shape_dict={input_name: [batch_size, *input_shape]},
+                         keep_params_in_input=False)
+    except Exception as exc:  # the importer raises many types for an operator it lacks
+        raise BuildError(f"tvm: the Relax ONNX importer could not import {path.name}: "
+                         f"{type(exc).__name__}: {_first_line(exc)}") from exc
+
+
+def _kernel_flops(tvm: Any, relax: Any, artifact: Artifact, batch_size: int,
+                  compiled: _Compiled) -> dict[str, float]:
+    """Kernel name -> TVM's FLOP estimate per call, from the module lowered again the way
+    ``tvm.compile`` lowered it for the runner (its kernels' names and TIR; MetaSchedule's
+    schedules change loops, not the arithmetic counted)."""
+    from dse.backends._tvm_profile import lowered_flops
+
+    module = _import_onnx(onnx_path(artifact, "tvm"), batch_size, artifact.input_shape)
+    if compiled.tuned:
+        module = _pre_tuning(tvm, relax, module, compiled.target)
+    with compiled.target:
+        return lowered_flops(_build_pipeline(relax, compiled.target), module)
+
+
+def _build_pipeline(relax: Any, target: Any) -> Any:
+    """The Relax pipeline ``tvm.compile`` runs for ``target`` (``relax.build``'s choice in
+    ``tvm/relax/vm_build.py``, 0.27: a GPU target's own pipeline, else the generic one)."""
+    if "gpu" in target.keys:
+        try:
+            return relax.get_default_pipeline(target)
+        except (ValueError, AttributeError):
+            pass
+    return relax.get_pipeline("default")
 
 
 def _device_and_target(tvm: Any, profile: HardwareProfile, threads: int) -> tuple[Any, Any, str]:

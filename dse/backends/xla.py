@@ -30,8 +30,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dse.atomic import atomic_write_text
+from dse.backends._xla_profile import PROFILER as XLA_PROFILER
 from dse.backends.base import Backend, Runner, default_threads, thread_knob
 from dse.backends.capabilities import BF16_CC
+from dse.backends.op_profile import ProfilerMissing
 from dse.backends.ort import onnx_path
 from dse.backends.registry import register_backend
 from dse.exceptions import BuildError
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
     import jax
 
     from dse.backends._xla_lowering import LoweredGraph
+    from dse.backends.op_profile import OpProfile, ProfileRequest
     from dse.build import Artifact
     from dse.spec import HardwareProfile
 
@@ -319,7 +322,8 @@ class XlaBackend(Backend):
     declaration = BackendDeclaration(
         name="xla", artifact_format="onnx", capability=_capability, knobs=KNOBS,
         thread_knob="num_threads", libraries=("jax", "jaxlib"), extra="xla",
-        summary="XLA via jax, from the ONNX graph (CPU, or CUDA with jax's plugin)")
+        summary="XLA via jax, from the ONNX graph (CPU, or CUDA with jax's plugin)",
+        profiler=XLA_PROFILER)
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)
@@ -333,6 +337,22 @@ class XlaBackend(Backend):
             _start(profile.kind, default_threads(profile), profile)
         except Exception:  # the real compile reports a runtime that cannot start
             return
+
+    def profile_ops(self, request: ProfileRequest) -> OpProfile:
+        """The jax profiler's trace of the runner's own calls, per HLO instruction
+        (:mod:`dse.backends._xla_profile`); CPU devices only."""
+        from dse.backends._xla_profile import profile_executable
+
+        runner = request.runner
+        if not isinstance(runner, XlaRunner):
+            raise BuildError(f"xla: profile_ops takes an XlaRunner, got {type(runner).__name__}")
+        if request.profile.kind != "cpu":
+            raise ProfilerMissing(f"xla: dse reads XLA's per-op trace events on CPU devices only; "
+                                  f"on a {request.profile.kind} device they are GPU kernel events "
+                                  f"that dse does not parse yet")
+        compiled, _ = runner.executable(len(request.batch))
+        return profile_executable(runner.run, request.batch, compiled.as_text(), request.runs,
+                                  request.out_dir)
 
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:

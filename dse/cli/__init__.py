@@ -1,4 +1,5 @@
-"""The `dse` command line: run | calibrate | validate | report | schema | devices | worker | cluster.
+"""The `dse` command line: run | calibrate | validate | report | profile | schema | devices |
+worker | cluster.
 
 Each group of commands is a module of this package; this one gathers them into one typer app and
 is the entry point (the ``dse`` script and ``python -m dse.cli``).
@@ -14,6 +15,7 @@ from dse.cli.campaign_commands import calibrate, report_cmd, run
 from dse.cli.common import EXIT_SPEC
 from dse.cli.farm_commands import cluster_app, devices, worker
 from dse.cli.file_commands import schema, validate
+from dse.cli.profile_command import profile
 from dse.exceptions import DseError
 
 app = typer.Typer(
@@ -27,6 +29,7 @@ app.command()(schema)
 app.command()(run)
 app.command()(calibrate)
 app.command("report")(report_cmd)
+app.command()(profile)
 app.add_typer(cluster_app, name="cluster")
 app.command()(worker)
 app.command()(devices)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dse.backends import Runner, get_backend, supports_device
-from dse.build import ArtifactCache
+from dse.build import Artifact, ArtifactCache
 from dse.exceptions import BuildError
 from dse.farm.candidate_model import CandidateModel, one_line, padded, precision_label
 from dse.farm.onnx_model import onnx_file_model
@@ -54,6 +54,8 @@ class PreparedCandidate:
     rss_before_runner: int | None = None
     """The process's resident bytes just before the runner was built (freed heap handed back
     first), for ``memory_model_mb``."""
+    artifact: Artifact | None = None
+    """What the runner was compiled from (``dse profile`` builds profiled siblings of it)."""
 
 
 def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: HardwareProfile,
@@ -133,7 +135,7 @@ def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: Har
     provenance.update({"arch_id": candidate.arch_id, "artifact_format": model.artifact.format,
                        "artifact_path": str(model.artifact.path or "")})
     return PreparedCandidate(runner, _example_batch(model.eval_x, candidate.batch_size), metrics,
-                             provenance, missing, rss_before)
+                             provenance, missing, rss_before, model.artifact)
 
 
 def _graph_metrics(model: CandidateModel, batch_size: int, missing: dict[str, str],

@@ -33,6 +33,7 @@ from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 if TYPE_CHECKING:
     # Only for the annotation: prepare pulls in torch-side modules the actor loads lazily.
     from dse.farm.prepare import PreparedCandidate
+    from dse.profiling.session import DeviceProfile, ProfileSettings
 
 
 def _normal_priority() -> str:
@@ -190,6 +191,28 @@ class DeviceWorker:
             provenance.update(_spans(build, timed))
             return Measurement(candidate.candidate_id, "failed",
                                reason=f"{type(exc).__name__}: {exc}", provenance=provenance)
+        finally:
+            prepared.runner.close()
+
+    def profile_candidate(self, candidate: Candidate, training: TrainingSpec,
+                settings: ProfileSettings) -> DeviceProfile | str:
+        """Rebuild ``candidate`` (from the caches) and profile it (:mod:`dse.profiling.session`)
+        with nothing else of dse on the node, as for a measurement; the reason, in one line, when
+        it cannot be built or run. Nothing is recorded on any study."""
+        from dse.farm.prepare import prepare_candidate
+        from dse.profiling.session import profile_runner
+
+        try:
+            with self.node_lock.shared():
+                prepared = prepare_candidate(candidate, training, self.profile, self.cache_dir)
+        except BuildError as exc:
+            return f"the candidate could not be built: {exc}"
+        try:
+            with self.node_lock.exclusive():
+                return profile_runner(prepared.runner, prepared.artifact, prepared.example,
+                                      candidate, self.profile, settings)
+        except (RuntimeError, MemoryError) as exc:
+            return f"the candidate failed while profiled: {type(exc).__name__}: {exc}"
         finally:
             prepared.runner.close()
 

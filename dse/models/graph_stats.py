@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dse.models.graph_weights import constant_names, weight_names
 from dse.models.op_costs import DEFAULT_DOMAINS, op_cost
@@ -122,6 +122,40 @@ def graph_stats(model: str | Path | onnx.ModelProto, batch_size: int = 1) -> Gra
         ...
         ValueError: batch_size must be an integer >= 1, got 0
     """
+    return _count(_inferred_graph(model, batch_size), batch_size)
+
+
+class NodeCost(NamedTuple):
+    """One node of the graph at a batch size: its op, FLOPs (None when no rule covers it) and
+    the bytes of its inputs and outputs, each once (None when a size is unknown)."""
+
+    op_type: str
+    flops: int | None
+    bytes: int | None
+
+
+def node_costs(model: str | Path | onnx.ModelProto, batch_size: int = 1) -> dict[str, NodeCost]:
+    """Every named node's cost for one call on ``batch_size`` samples: what a runtime profile's
+    per-node times are joined with (``dse profile``). Same arguments and errors as
+    :func:`graph_stats`."""
+    graph = _inferred_graph(model, batch_size)
+    shapes = _known_shapes(graph)
+    costs: dict[str, NodeCost] = {}
+    for node in graph.node:
+        if not node.name:
+            continue
+        cost = op_cost(node, shapes)
+        tensors = [name for name in [*node.input, *node.output] if name]
+        try:
+            nbytes: int | None = total_bytes(shapes, tensors)
+        except (KeyError, ValueError):  # a tensor of no static shape or fixed-size type
+            nbytes = None
+        costs[node.name] = NodeCost(node.op_type, None if cost is None else cost.flops, nbytes)
+    return costs
+
+
+def _inferred_graph(model: str | Path | onnx.ModelProto, batch_size: int) -> Any:
+    """The model's graph with its batch axis fixed and every shape inferred."""
     import onnx
 
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -141,7 +175,7 @@ def graph_stats(model: str | Path | onnx.ModelProto, batch_size: int = 1) -> Gra
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise ValueError(f"ONNX shape inference failed: {first_line}") from exc
-    return _count(inferred.graph, batch_size)
+    return inferred.graph
 
 
 def _set_batch(graph: Any, batch_size: int) -> None:

@@ -45,7 +45,7 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from dse.models.tensor_sizes import Shapes
+from dse.models.tensor_sizes import Shapes, StaticTensor
 
 #: The ONNX domains the rules below are for; ops of any other domain have none.
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -156,3 +156,48 @@ def _other_flops(node: Any, shapes: Shapes) -> int | None:
     if op in _DATA_MOVEMENT:
         return 0
     return None
+
+
+# Runtime fusions of an ONNX op that compute what the op does plus an activation or a scaling:
+# their arithmetic is the base op's (the activation's elementwise work is not counted).
+FUSED_BASE_OPS = {"FusedConv": "Conv", "FusedGemm": "Gemm", "FusedMatMul": "MatMul",
+                   "NhwcConv": "Conv", "NhwcFusedConv": "Conv", "QLinearAdd": "Add",
+                   "QLinearMul": "Mul", "QLinearSigmoid": "Sigmoid",
+                   "QLinearGlobalAveragePool": "GlobalAveragePool",
+                   "QLinearAveragePool": "AveragePool",
+                   # ONNX Runtime's NCHWc layout changes: data movement, like a Transpose.
+                   "ReorderInput": "Transpose", "ReorderOutput": "Transpose"}
+# Bytes per element by the type names runtimes' profiles use (ONNX Runtime's "float", "int8").
+_PROFILE_TYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "float16": 2,
+                       "bfloat16": 2, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2,
+                       "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "bool": 1,
+                       "float8e4m3fn": 1, "float8e5m2": 1}
+
+TypedShape = tuple[str, tuple[int, ...]]
+
+
+def cost_from_shapes(op_type: str, inputs: list[TypedShape], outputs: list[TypedShape],
+                     attributes: dict[str, Any] | None = None) -> tuple[float | None, float | None]:
+    """(FLOPs, bytes) of one call of an operator that ran with ``inputs`` and ``outputs``
+    (element type name as a runtime's profile writes it, shape), by this module's rules for the
+    ONNX op it is (a runtime fusion such as ``FusedConv`` counts as its base op). Bytes are the
+    inputs and outputs, each read or written once; None for what is unknown (an op with no rule,
+    an element type of no fixed size)."""
+    import onnx
+
+    sizes = [_PROFILE_TYPE_BYTES.get(dtype.lower()) for dtype, _ in inputs + outputs]
+    nbytes = None if any(s is None for s in sizes) else float(sum(
+        size * math.prod(shape) for size, (_, shape) in zip(sizes, inputs + outputs, strict=True)
+        if size is not None))
+    base = FUSED_BASE_OPS.get(op_type, op_type)
+    in_names = [f"in{k}" for k in range(len(inputs))]
+    out_names = [f"out{k}" for k in range(len(outputs))]
+    node = onnx.helper.make_node(base, in_names, out_names, **(attributes or {}))
+    # The element type only matters for sizes, which are counted above: FLOAT for all.
+    shapes = {name: StaticTensor(onnx.TensorProto.FLOAT, tuple(shape))
+              for name, (_, shape) in zip(in_names + out_names, inputs + outputs, strict=True)}
+    try:
+        cost = op_cost(node, shapes)
+    except (KeyError, IndexError):  # fewer tensors than the rule reads: no count
+        cost = None
+    return (None if cost is None else float(cost.flops)), nbytes

@@ -110,6 +110,8 @@ class BackendDeclaration:
             installed one recorded (a device-bound artifact is rebuilt when one changes).
         extra: the pip extra of dse that installs its runtime ("" when none does).
         summary: one line for listings.
+        profiler: the per-operator profiler its ``Backend.profile_ops`` runs (``dse profile``),
+            or "" when it has none.
     """
 
     name: str
@@ -124,6 +126,7 @@ class BackendDeclaration:
     fingerprint: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     extra: str = ""
     summary: str = ""
+    profiler: str = ""
 
     def __post_init__(self) -> None:
         if self.thread_knob not in self.knobs:

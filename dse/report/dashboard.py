@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
+from urllib.parse import quote
 
 import optuna
 import pandas as pd
@@ -29,6 +30,7 @@ from dse.report.info import (
     trial_provenance,
 )
 from dse.report.page import Section, comparison_html, message_html, page_html, table_html
+from dse.report.profile_info import profile_pages
 from dse.report.render import figure_html, parallel_figure, scatter3d_figure, scatter_figure
 from dse.report.roofline import RooflineInfo, roofline_figure, roofline_info
 from dse.report.summary import (
@@ -69,6 +71,7 @@ class DashboardInfo(NamedTuple):
     roofline: RooflineInfo
     screening: TableInfo | None = None  # None when no trial was screened
     devices: DeviceComparisonInfo | None = None  # None for a single-device campaign
+    profiles: TableInfo | None = None  # None when no trial has a profile page beside the page
 
 
 def dashboard_info(study: optuna.Study | Sequence[optuna.Study],
@@ -152,6 +155,8 @@ def dashboard_html(info: DashboardInfo, title: str | None = None) -> str:
     if info.screening is not None:
         sections.append(Section("Screening: device time spent and saved",
                                 table_html(info.screening)))
+    if info.profiles is not None:
+        sections.append(Section("Profiled trials (dse profile)", table_html(info.profiles)))
     return page_html(title or f"{info.summary.campaign} — dse dashboard", info.summary, sections)
 
 
@@ -160,5 +165,27 @@ def write_dashboard(run_dir: Path, out_path: Path, title: str | None = None,
     """Write the dashboard of the campaign in ``run_dir`` (its study in ``storage``, by default
     where the run folder says) to ``out_path`` (atomically, so a browser reloading during a run
     never sees half a page); returns ``out_path``."""
-    info = dashboard_info(load_campaign(run_dir, storage), run_dir)
+    info = with_profile_links(dashboard_info(load_campaign(run_dir, storage), run_dir),
+                              out_path.parent)
     return atomic_write_text(out_path, dashboard_html(info, title))
+
+
+def with_profile_links(info: DashboardInfo, dashboards_dir: Path) -> DashboardInfo:
+    """The info with a link in each front row whose trial has a profile page in
+    ``dashboards_dir`` (``dse.report.profile_info.profile_page_name``), and a table of every
+    profiled trial of the campaign (a profile of a trial off the front has no row to sit in).
+    One listing of the folder, found when the page is written, so a profile made since shows on
+    the next write."""
+    pages = profile_pages(dashboards_dir, info.summary.campaign)
+    if not pages:
+        return info
+    front = info.front
+    if front.empty_reason is None and {"trial", "device"} <= set(front.columns):
+        trial, device = front.columns.index("trial"), front.columns.index("device")
+        links = [pages.get((row[device], int(row[trial])), "") if row[trial].isdigit() else ""
+                 for row in front.rows]
+        front = front._replace(links=[quote(link) for link in links])
+    keys = sorted(pages)
+    profiles = TableInfo(["device", "trial"], [[device, str(trial)] for device, trial in keys],
+                         None, links=[quote(pages[key]) for key in keys])
+    return info._replace(front=front, profiles=profiles)

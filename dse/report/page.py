@@ -70,16 +70,20 @@ def header_html(summary: SummaryInfo) -> str:
 
 def table_html(table: TableInfo) -> str:
     """An HTML table of text cells, every cell escaped, sorted by a click on a heading; with
-    ``deploy_yaml``, a last column holds each row's configuration as YAML, folded."""
+    ``links``, a column links each row's profile page; with ``deploy_yaml``, a last column holds
+    each row's configuration as YAML, folded."""
     if table.empty_reason is not None:
         return message_html(table.empty_reason)
-    columns = [*table.columns, *(["deploy (YAML)"] if table.deploy_yaml is not None else [])]
+    columns = [*table.columns, *(["profile"] if table.links is not None else []),
+               *(["deploy (YAML)"] if table.deploy_yaml is not None else [])]
     head = "".join(f"<th>{html.escape(column)}</th>" for column in columns)
     configs = table.deploy_yaml if table.deploy_yaml is not None else [None] * len(table.rows)
+    links = table.links if table.links is not None else [None] * len(table.rows)
     body = "\n".join(
         "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row)
+        + ("" if link is None else _link_cell(link))
         + ("" if config is None else _yaml_cell(config)) + "</tr>"
-        for row, config in zip(table.rows, configs, strict=True))
+        for row, link, config in zip(table.rows, links, configs, strict=True))
     note = "" if not table.note else "\n" + message_html(table.note, kind="note")
     # The table scrolls in its own box, so a wide one (every metric) does not widen the page
     # and its head stays in view.
@@ -95,6 +99,11 @@ def comparison_html(comparison: DeviceComparisonInfo) -> str:
         "<h3>Architectures feasible on several devices: best of each objective per device</h3>",
         table_html(comparison.architectures),
     ])
+
+
+def _link_cell(href: str) -> str:
+    """A link to the row's profile page ('' for none). ``href`` is a relative address, quoted."""
+    return f'<td><a href="{html.escape(href)}">profile</a></td>' if href else "<td></td>"
 
 
 def _yaml_cell(text: str) -> str:

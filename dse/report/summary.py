@@ -60,6 +60,9 @@ class TableInfo(NamedTuple):
     """Per row, its configuration as an experiment's ``baseline:`` block (YAML), or None."""
     note: str = ""
     """What the table leaves out."""
+    links: list[str] | None = None
+    """Per row, the relative address of its trial's profile page ('' for none), shown as a column
+    of links (before the YAML one); None for a table without it."""
 
 
 class DeviceComparisonInfo(NamedTuple):

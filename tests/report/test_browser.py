@@ -1,5 +1,7 @@
 """The dashboard in a real browser: headless Chromium opens a real campaign's page offline, logs no
-error, and the Pareto panel draws exactly the front.
+error, and the Pareto panel draws exactly the front; a profile page draws its figures likewise (and
+its screenshot, ``docs/profile-page.png``, is taken here: see
+:func:`test_a_profile_page_draws_its_figures_without_errors`).
 
 Chromium is driven over the Chrome DevTools Protocol on ``--remote-debugging-pipe`` (NUL-separated
 JSON on file descriptors 3 and 4), so the test needs nothing beyond the standard library.
@@ -7,6 +9,7 @@ JSON on file descriptors 3 and 4), so the test needs nothing beyond the standard
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -22,7 +25,10 @@ from typing import Any
 import pytest
 
 from dse.api import load_experiment, run_campaign
+from dse.report.profile_info import TOP_OPS
+from dse.report.profile_page import profile_page_name, write_profile_page
 from dse.results import front_frame, load_campaign, trials_frame
+from tests.report.test_profile_page import DRAWN, write_profile
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
@@ -33,6 +39,9 @@ pytestmark = pytest.mark.skipif(
 FRONT_TRACE = "Pareto front"
 FIGURES = ("dse-pareto", "dse-parallel")
 TIMEOUT_S = 30.0
+# The profile page's figures (dse.report.profile_page), and where its screenshot goes when asked.
+PROFILE_FIGURES = ("dse-profile-top", "dse-profile-roofline", "dse-profile-host-device")
+SCREENSHOT_ENV = "DSE_PROFILE_SCREENSHOT"
 
 
 class Chromium:
@@ -114,6 +123,25 @@ class Chromium:
                 found.append(f"log ({params['entry']['source']}): {params['entry']['text']}")
         return found
 
+    def wait_drawn(self, div_ids: tuple[str, ...]) -> None:
+        """Until plotly has laid out every figure, then one more frame for late errors."""
+        drawn = " && ".join(f"!!document.getElementById('{d}')._fullLayout" for d in div_ids)
+        deadline = time.monotonic() + TIMEOUT_S
+        while not self.evaluate(drawn):
+            assert time.monotonic() < deadline, f"the figures {div_ids} were never drawn"
+            time.sleep(0.05)
+        self.evaluate("new Promise(done => requestAnimationFrame(() => done(true)))")
+
+    def screenshot(self, path: Path, width: int) -> Path:
+        """The whole page, ``width`` CSS pixels wide, as a PNG at ``path``."""
+        height = int(self.evaluate("document.documentElement.scrollHeight"))
+        shot = self.call("Page.captureScreenshot", {
+            "format": "png", "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(shot["data"]))
+        return path
+
     def requested_urls(self) -> list[str]:
         return [e["params"]["request"]["url"] for e in self.events
                 if e.get("method") == "Network.requestWillBeSent"]
@@ -194,3 +222,31 @@ def test_a_real_campaigns_dashboard_loads_without_errors_and_draws_the_front(
     # One front trace per device (a campaign of several devices has one front each).
     front_points = [t["points"] for t in traces if t["name"] == FRONT_TRACE]
     assert front_points and sum(front_points) == len(front)
+
+
+def test_a_profile_page_draws_its_figures_without_errors(tmp_path: Path,
+                                                        browser: Chromium) -> None:
+    """A GPU trial's profile (every figure drawn) opens offline, logs no error, and its roofline
+    holds exactly the operators with a place on it. The page's screenshot goes to the path in
+    $DSE_PROFILE_SCREENSHOT (the README's ``docs/profile-page.png``), else to the test's folder."""
+    folder = write_profile(tmp_path / "runs" / "example" / "profiles" / "a100" / "trial-00001",
+                           gpu=True, device="a100")
+    page = write_profile_page(folder, tmp_path / "dashboards"
+                              / profile_page_name("example", "a100", 1))
+    width = 1280
+    browser.call("Emulation.setDeviceMetricsOverride",
+                 {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+
+    browser.load(page.as_uri())
+    browser.wait_drawn(PROFILE_FIGURES)
+
+    assert browser.errors() == []
+    assert all(url.startswith(("file:", "data:", "blob:")) for url in browser.requested_urls())
+    drawn = browser.evaluate(
+        "[document.getElementById('dse-profile-roofline').data"
+        ".filter(t => t.mode === 'markers').reduce((n, t) => n + t.x.length, 0),"
+        " document.getElementById('dse-profile-top').data.reduce((n, t) => n + t.y.length, 0)]")
+    assert drawn == [len(DRAWN), TOP_OPS]
+    shot = browser.screenshot(Path(os.environ.get(SCREENSHOT_ENV) or tmp_path / "profile.png"),
+                              width)
+    assert shot.read_bytes().startswith(b"\x89PNG")

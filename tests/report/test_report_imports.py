@@ -15,7 +15,7 @@ HEAVY = ("torch", "onnxruntime", "tensorrt", "ray")
 SCRIPT = """
 import json, sys, urllib.request
 from pathlib import Path
-import dse.report, dse.report.dashboard, dse.report.index, dse.report.serve
+import dse.report, dse.report.dashboard, dse.report.index, dse.report.serve, dse.report.profile_page
 from dse.report.dashboard import write_dashboard
 from dse.report.index import write_index
 from dse.report.serve import DashboardServer, LiveCampaign

@@ -1,0 +1,207 @@
+"""``dse profile``: one trial of a campaign, profiled on a device of its profile through the farm.
+
+The trial's exact configuration (its ``Candidate``, stored on the trial) is rebuilt from the
+caches on a device worker, as for a measurement (node lock held), profiled
+(:mod:`dse.profiling.session`) and written as a profile folder in the campaign's run folder, with
+a dashboard page beside the campaign's dashboards and the index refreshed. The campaign's study is
+only read.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dse.candidate import Candidate
+from dse.exceptions import DeviceError, DseError
+from dse.spec import Experiment
+
+if TYPE_CHECKING:
+    import optuna
+    import pandas as pd
+
+    from dse.profiling.session import ProfileSettings
+    from dse.profiling.summary import ProfileSummary
+    from dse.spec import HardwareProfile
+
+# Building a candidate from cold caches (training, conversion) plus the windows: the trial's own
+# timeout, and this much more for the profilers.
+_PROFILER_SECONDS = 600.0
+
+
+@dataclass(frozen=True)
+class TrialProfile:
+    """A profile made by :func:`profile`.
+
+    Examples:
+        >>> import dataclasses
+        >>> from dse import TrialProfile
+        >>> [field.name for field in dataclasses.fields(TrialProfile)]
+        ['folder', 'page', 'summary', 'ops']
+
+    Attributes:
+        folder: the profile folder (``summary.json``, ``ops.csv``, ``ops.parquet``, the trace and
+            the profilers' raw files).
+        page: its dashboard page.
+        summary: what ``summary.json`` holds.
+        ops: the per-operator table, the longest first.
+    """
+
+    folder: Path
+    page: Path
+    summary: ProfileSummary
+    ops: pd.DataFrame
+
+
+def profile(experiment: Experiment | str | os.PathLike[str], trial: int, *,
+            device: str | None = None, address: str | None = None,
+            settings: ProfileSettings | None = None) -> TrialProfile:
+    """Profile one measured trial of a campaign on a device of its profile: the backend's own
+    per-operator profiler, the roofline verdict per operator, Linux ``perf`` counters and call
+    stacks, and Nsight on NVIDIA devices where installed.
+
+    The trial's exact configuration is rebuilt from the campaign's caches on a device of the
+    profile (through the farm: an embedded local Ray without ``address``), with the node lock
+    held as for a measurement. The campaign's study is only read.
+
+    Args:
+        experiment: A loaded experiment, or the path of its YAML file.
+        trial: The trial's number in ``device``'s study (the dashboard's trial column).
+        device: The device profile's name; may be left out when the campaign has one device.
+        address: The farm's Ray address; else the experiment's ``farm.address``, else an
+            embedded local Ray.
+        settings: Window lengths and which system profilers run
+            (:class:`dse.profiling.session.ProfileSettings`); the defaults take a few seconds.
+
+    Returns:
+        The :class:`TrialProfile`: the profile folder
+        (``<run folder>/profiles/<device>/trial-NNNNN/``), its dashboard page, summary and
+        per-operator table.
+
+    Raises:
+        DseError: One line when the campaign, device or trial cannot be profiled (no study yet,
+            no such trial, a trial that failed or was infeasible, a replay device, an
+            evaluator's campaign) or the device could not build or run the candidate.
+        SpecError: When ``experiment`` is a path to an invalid experiment.
+
+    Examples:
+        A campaign measured by an evaluator has no runtime to profile:
+
+        >>> from dse import profile
+        >>> from dse.exceptions import DseError
+        >>> try:
+        ...     profile("experiments/custom-evaluator.yaml", trial=0)
+        ... except DseError as exc:
+        ...     print(exc)
+        experiments/custom-evaluator.yaml: this campaign is measured by an evaluator, ...
+
+        After ``dse run experiments/quickstart.yaml``, on this machine's CPU (a few seconds):
+
+        >>> found = profile("experiments/quickstart.yaml", trial=3)  # doctest: +SKIP
+        >>> found.ops[["name", "op_type", "ms_per_run", "verdict"]].head(3)  # doctest: +SKIP
+    """
+    from dse.api import load_experiment
+    from dse.profiling.folder import profile_folder, write_profile
+    from dse.profiling.session import DeviceProfile, ProfileSettings
+
+    if not isinstance(experiment, Experiment):
+        experiment = load_experiment(experiment)
+
+    chosen = _device(experiment, device)
+    frozen = _trial(experiment, chosen, trial)
+    candidate = Candidate.from_dict(dict(frozen.user_attrs["candidate"]))
+    metrics: dict[str, Any] = dict(frozen.user_attrs.get("metrics") or {})
+    p50 = metrics.get("latency_p50_ms")
+    trial_p50 = float(p50) if isinstance(p50, int | float) and math.isfinite(p50) else None
+    found = _on_device(experiment, chosen, candidate, settings or ProfileSettings(), address)
+    if not isinstance(found, DeviceProfile):
+        raise DeviceError(f"{experiment.path}: trial {trial} on {chosen.name}: {found}")
+    folder = profile_folder(experiment.run_dir, chosen.name, trial)
+    summary, table = write_profile(folder, found, campaign=experiment.name, device=chosen.name,
+                                   device_id=str(frozen.user_attrs.get("device_id", "")),
+                                   trial=trial, candidate=candidate, trial_p50_ms=trial_p50)
+    page = _page(experiment, folder, summary)
+    return TrialProfile(folder, page, summary, table)
+
+
+def _device(experiment: Experiment, name: str | None) -> HardwareProfile:
+    """The device profile to profile on: ``name``, or the campaign's only farm device."""
+    if experiment.evaluator is not None:
+        raise DseError(f"{experiment.path}: this campaign is measured by an evaluator, not on "
+                       f"the device farm: there is no runtime to profile")
+    names = [p.name for p in experiment.devices]
+    if name is None:
+        farm = [p for p in experiment.devices if p.kind != "replay"]
+        if len(farm) != 1:
+            raise DseError(f"{experiment.path}: the campaign has devices {names}; name one "
+                           f"with --device")
+        return farm[0]
+    chosen = next((p for p in experiment.devices if p.name == name), None)
+    if chosen is None:
+        raise DseError(f"{experiment.path}: --device {name!r} is not a device of this campaign "
+                       f"(it has {names})")
+    if chosen.kind == "replay":
+        raise DseError(f"{experiment.path}: device {name!r} replays a recorded table: there is "
+                       f"no runtime to profile")
+    return chosen
+
+
+def _trial(experiment: Experiment, device: HardwareProfile, number: int) -> optuna.trial.FrozenTrial:
+    """Trial ``number`` of ``device``'s study, measured ok; DseError in one line otherwise."""
+    from dse.results import load_campaign
+
+    studies = load_campaign(experiment.run_dir, experiment.storage)
+    study = next((s for s in studies if s.user_attrs.get("device_profile") == device.name),
+                 studies[0] if len(studies) == 1 else None)
+    if study is None:
+        raise DseError(f"{experiment.path}: no study of device {device.name!r} in "
+                       f"{experiment.run_dir}; run the campaign first")
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    frozen = trials.get(number)
+    if frozen is None:
+        shown = f"0 to {max(trials)}" if trials else "none"
+        raise DseError(f"{experiment.path}: device {device.name!r} has no trial {number} "
+                       f"(its trials: {shown})")
+    status = frozen.user_attrs.get("status")
+    if "candidate" not in frozen.user_attrs:
+        raise DseError(f"{experiment.path}: trial {number} on {device.name} has no candidate "
+                       f"recorded (state {frozen.state.name}): nothing to profile")
+    if status != "ok":
+        reason = str(frozen.user_attrs.get("reason") or "no result")
+        raise DseError(f"{experiment.path}: trial {number} on {device.name} is "
+                       f"{status or frozen.state.name.lower()} ({reason.splitlines()[0][:200]}): "
+                       f"only a measured trial can be profiled")
+    return frozen
+
+
+def _on_device(experiment: Experiment, device: HardwareProfile, candidate: Candidate,
+               settings: ProfileSettings, address: str | None) -> Any:
+    from dse.farm.cluster import connect, start_embedded
+    from dse.farm.dispatcher import Dispatcher
+
+    address = address or experiment.spec.farm.address
+    if address:
+        connect(address)
+    else:
+        start_embedded([device])
+    farm = Dispatcher([device], experiment.cache_dir)
+    try:
+        return farm.profile_candidate(device.name, candidate, experiment.space.training, settings,
+                                      experiment.spec.budget.trial_timeout_s + _PROFILER_SECONDS)
+    finally:
+        farm.cancel()
+
+
+def _page(experiment: Experiment, folder: Path, summary: ProfileSummary) -> Path:
+    from dse.report.index import write_index
+    from dse.report.profile_page import profile_page_name, write_profile_page
+
+    dashboards = experiment.dashboard_path.parent
+    dashboards.mkdir(parents=True, exist_ok=True)
+    page = write_profile_page(folder, dashboards / profile_page_name(
+        summary.campaign, summary.device, summary.trial))
+    write_index(dashboards)
+    return page

@@ -106,13 +106,18 @@ def profile(experiment: Experiment | str | os.PathLike[str], trial: int, *,
     from dse.api import load_experiment
     from dse.profiling.folder import profile_folder, write_profile
     from dse.profiling.session import DeviceProfile, ProfileSettings
+    from dse.storage.write_failure import REPORT_ADVICE, refused_writes_as_errors
 
     if not isinstance(experiment, Experiment):
         experiment = load_experiment(experiment)
 
     chosen = _device(experiment, device)
     frozen = _trial(experiment, chosen, trial)
-    candidate = Candidate.from_dict(dict(frozen.user_attrs["candidate"]))
+    try:
+        candidate = Candidate.from_dict(dict(frozen.user_attrs["candidate"]))
+    except TypeError as exc:  # recorded by a dse whose candidates had other fields
+        raise DseError(f"{experiment.path}: trial {trial} on {chosen.name}: its recorded "
+                       f"candidate does not fit this dse ({exc})") from None
     metrics: dict[str, Any] = dict(frozen.user_attrs.get("metrics") or {})
     p50 = metrics.get("latency_p50_ms")
     trial_p50 = float(p50) if isinstance(p50, int | float) and math.isfinite(p50) else None
@@ -120,9 +125,11 @@ def profile(experiment: Experiment | str | os.PathLike[str], trial: int, *,
     if not isinstance(found, DeviceProfile):
         raise DeviceError(f"{experiment.path}: trial {trial} on {chosen.name}: {found}")
     folder = profile_folder(experiment.run_dir, chosen.name, trial)
-    summary, table = write_profile(folder, found, campaign=experiment.name, device=chosen.name,
-                                   device_id=str(frozen.user_attrs.get("device_id", "")),
-                                   trial=trial, candidate=candidate, trial_p50_ms=trial_p50)
+    with refused_writes_as_errors(experiment.run_dir, REPORT_ADVICE):
+        summary, table = write_profile(folder, found, campaign=experiment.name,
+                                       device=chosen.name,
+                                       device_id=str(frozen.user_attrs.get("device_id", "")),
+                                       trial=trial, candidate=candidate, trial_p50_ms=trial_p50)
     page = _page(experiment, folder, summary)
     return TrialProfile(folder, page, summary, table)
 
@@ -196,12 +203,22 @@ def _on_device(experiment: Experiment, device: HardwareProfile, candidate: Candi
 
 
 def _page(experiment: Experiment, folder: Path, summary: ProfileSummary) -> Path:
+    """The profile's page; the index, and the campaign's dashboard where it has one (its trial's
+    row then links the page), written again."""
+    from dse.metrics import declare
+    from dse.report.dashboard import write_dashboard
     from dse.report.index import write_index
     from dse.report.profile_page import profile_page_name, write_profile_page
+    from dse.storage.write_failure import REPORT_ADVICE, refused_writes_as_errors
 
     dashboards = experiment.dashboard_path.parent
-    dashboards.mkdir(parents=True, exist_ok=True)
-    page = write_profile_page(folder, dashboards / profile_page_name(
-        summary.campaign, summary.device, summary.trial))
-    write_index(dashboards)
+    with refused_writes_as_errors(dashboards, REPORT_ADVICE):
+        dashboards.mkdir(parents=True, exist_ok=True)
+        page = write_profile_page(folder, dashboards / profile_page_name(
+            summary.campaign, summary.device, summary.trial))
+        if experiment.dashboard_path.exists():
+            declare(experiment.space.metric_specs())
+            write_dashboard(experiment.run_dir, experiment.dashboard_path, title=experiment.name,
+                            storage=experiment.storage)
+        write_index(dashboards)
     return page

@@ -30,7 +30,6 @@ the raw file keeps it beside every node.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,7 +105,7 @@ def profile_compiled(compiled: Any, feed: np.ndarray, runs: int, out_dir: Path, 
     ``in_effect``: the sibling's settings as it reports them, kept in the raw file."""
     readings, starts, run_us = _window(compiled.create_infer_request(), feed, runs)
     nodes = runtime_nodes(compiled)
-    executed, skipped = _collect(readings)
+    executed, skipped = _collect(readings, averaging)
     per_run = {name: node.per_run(averaging) for name, node in executed.items()}
     raw = write_json(out_dir / RAW_FILE, {
         **_raw_document(profiler, run_us, executed, skipped, nodes, averaging),
@@ -186,20 +185,33 @@ def _microseconds(delta: Any) -> float:
     return float(delta.total_seconds() * 1e6)
 
 
-def _collect(readings: Iterable[list[Any]]) -> tuple[dict[str, _Node], dict[str, str]]:
-    """Executed nodes' readings by node name (in execution order), and the nodes never executed
-    with their status."""
+def _collect(readings: list[list[Any]],
+             averaging: bool) -> tuple[dict[str, _Node], dict[str, str]]:
+    """Executed nodes' readings by node name (in execution order), one value per reading, and
+    the nodes never executed with their status. A name listed twice in one reading (an int8
+    graph's split nodes) is summed; a node absent from a reading where others ran keeps its
+    last running average there (``averaging``), else reads 0 for that run."""
     executed: dict[str, _Node] = {}
     seen: dict[str, str] = {}
-    for reading in readings:
+    for index, reading in enumerate(readings):
+        now: dict[str, tuple[float, float]] = {}
         for entry in reading:
             name = str(entry.node_name)
             if not _executed(entry):
                 seen.setdefault(name, str(entry.status).rsplit(".", 1)[-1])
                 continue
-            node = executed.setdefault(name, _Node(str(entry.node_type), str(entry.exec_type)))
-            node.real_us.append(_microseconds(entry.real_time))
-            node.cpu_us.append(_microseconds(entry.cpu_time))
+            executed.setdefault(name, _Node(str(entry.node_type), str(entry.exec_type)))
+            real, cpu = now.get(name, (0.0, 0.0))
+            now[name] = (real + _microseconds(entry.real_time), cpu + _microseconds(entry.cpu_time))
+        for name, node in executed.items():
+            while len(node.real_us) < index:  # first executed after the earlier readings
+                node.real_us.append(0.0)
+                node.cpu_us.append(0.0)
+            previous = (node.real_us[-1], node.cpu_us[-1]) if node.real_us and averaging \
+                else (0.0, 0.0)
+            real, cpu = now.get(name, previous)
+            node.real_us.append(real)
+            node.cpu_us.append(cpu)
     skipped = {name: status for name, status in seen.items() if name not in executed}
     return executed, skipped
 

@@ -25,6 +25,10 @@ PROFILER = "torch.profiler"
 RUN_RANGE = "dse::run"
 RAW_TRACE = "torch-trace.json"
 WARMUP_RUNS = 3
+# At most this many profiled calls: torch keeps every operator call with its shapes, and its
+# trace and the Python objects it builds afterwards grow with each (1000 calls of the test cnn:
+# a trace of ~100 MB, seconds to read back).
+MAX_RUNS = 100
 # An operator of a namespace ("aten::add", "quantized::linear"); anything else is a range.
 _OP_NAME = re.compile(r"^[A-Za-z_][\w.]*::\w")
 # Generated graph names carry a hash; one row per kind of range is what a reader compares.
@@ -51,7 +55,7 @@ def profile_torch_runner(request: ProfileRequest) -> OpProfile:
     for _ in range(WARMUP_RUNS):
         runner.run(request.batch)
     with profile(activities=activities, record_shapes=True, with_flops=True) as prof:
-        run_us = timed_runs(run, request.batch, request.runs)
+        run_us = timed_runs(run, request.batch, min(request.runs, MAX_RUNS))
     raw = request.out_dir / RAW_TRACE
     prof.export_chrome_trace(str(raw))
     records: dict[str, OpRecord] = {}

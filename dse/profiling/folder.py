@@ -51,7 +51,8 @@ def write_profile(folder: Path, found: DeviceProfile, *, campaign: str, device: 
     atomic_write_text(folder / OPS_CSV, table.to_csv(index=False))
     table.to_parquet(folder / OPS_PARQUET, index=False)
     files.update({"ops_csv": OPS_CSV, "ops_parquet": OPS_PARQUET})
-    if ops is not None and ops.trace is not None:
+    # A trace over the size a device sends back was left there (the notes say so).
+    if ops is not None and ops.trace is not None and ops.trace.name in found.files:
         if ops.trace.name != TRACE_FILE:
             shutil.copyfile(folder / ops.trace.name, folder / TRACE_FILE)
         files["trace"] = TRACE_FILE

@@ -2,8 +2,9 @@
 
 In order, on the runner the candidate was measured with (rebuilt from the caches):
 
-1. a plain timing window: the p50 every operator time is compared with, made just before the
-   profilers run, in the same process, so the comparison is like for like;
+1. plain calls: the p50 every operator time is compared with, in the same process — one after
+   each profiled call where the backend's profiler runs in a sibling of the runner (so both
+   share every moment of the machine), else half before the profilers and half after;
 2. the same calls again with Linux ``perf`` attached to this process (counters and sampled call
    stacks), when perf can run here;
 3. the backend's own per-operator profiler (``Backend.profile_ops``), or why there is none;
@@ -151,7 +152,9 @@ def _backend_profile(runner: Runner, artifact: Any, example: Any, candidate: Can
     request = ProfileRequest(runner, artifact, candidate.knobs, profile, example, runs, out,
                              between)
     try:
-        return backend.profile_ops(request), ""
+        found = backend.profile_ops(request)
+        _join_graph(found, artifact, len(example))
+        return found, ""
     except ProfilerMissing as exc:
         return None, str(exc)
     # A profiler is a third party's tool on a live runtime; whatever it raises is its failure,
@@ -160,6 +163,33 @@ def _backend_profile(runner: Runner, artifact: Any, example: Any, candidate: Can
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
         return None, f"{backend.declaration.profiler or candidate.backend} failed: " \
                      f"{type(exc).__name__}: {first}"
+
+
+def _join_graph(found: OpProfile, artifact: Any, batch_size: int) -> None:
+    """FLOPs and bytes of the candidate's ONNX graph for operators the profiler left without
+    them and that carry an ONNX node's name (OpenVINO keeps many); the rest stay unknown."""
+    path = getattr(artifact, "path", None)
+    if getattr(artifact, "format", None) != "onnx" or path is None \
+            or all(op.flops is not None and op.bytes is not None for op in found.ops):
+        return
+    from dse.models.graph_stats import node_costs
+
+    try:
+        costs = node_costs(path, batch_size)
+    except (ValueError, OSError):  # a graph shape inference cannot size: nothing to join
+        return
+    joined = 0
+    for op in found.ops:
+        known = costs.get(op.name)
+        if known is None:
+            continue
+        if op.flops is None and known.flops is not None:
+            op.flops, joined = float(known.flops), joined + 1
+        if op.bytes is None and known.bytes is not None:
+            op.bytes = float(known.bytes)
+    if joined:
+        found.notes.append(f"{joined} operator(s) named like a node of the candidate's ONNX "
+                           f"graph take that node's FLOPs and bytes")
 
 
 def _nsight(artifact: Any, example: Any, candidate: Candidate, profile: HardwareProfile,

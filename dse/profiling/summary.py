@@ -137,7 +137,9 @@ class ProfileSummary:
     trial_p50_ms: float | None
     """The campaign's measured p50 of this trial (the study's), when it has one."""
     unprofiled_p50_ms: float | None
-    """p50 of a plain timing window just before the profiled one, same process and runner."""
+    """p50 of plain calls of the same runner in the same process: one after each profiled call
+    where the backend's profiler runs in a sibling of the runner (``ProfileRequest.between``),
+    else half in a window before the profilers and half after them."""
     profiled_p50_ms: float | None
     """p50 of the calls under the backend profiler (its overhead included)."""
     op_ms_per_run: float | None

@@ -29,9 +29,9 @@ from dse.report.info import (
     pareto_scatter_info,
     trial_provenance,
 )
-from dse.report.page import Section, comparison_html, message_html, page_html, table_html
+from dse.report.page import Section, comparison_html, page_html, table_html
 from dse.report.profile_info import profile_pages
-from dse.report.render import figure_html, parallel_figure, scatter3d_figure, scatter_figure
+from dse.report.render import panel_sections, parallel_figure, scatter3d_figure, scatter_figure
 from dse.report.roofline import RooflineInfo, roofline_figure, roofline_info
 from dse.report.summary import (
     DeviceComparisonInfo,
@@ -135,17 +135,7 @@ def dashboard_html(info: DashboardInfo, title: str | None = None) -> str:
         ("Roofline", "dse-roofline", info.roofline.empty_reason,
          partial(roofline_figure, info.roofline), info.roofline.note),
     ]
-    sections = []
-    plotlyjs_included = False
-    for heading, div_id, empty_reason, draw, note in panels:
-        if empty_reason is not None:
-            body = message_html(empty_reason)
-        else:
-            body = figure_html(draw(), div_id, include_plotlyjs=not plotlyjs_included)
-            plotlyjs_included = True
-        if note:
-            body += "\n" + message_html(note, kind="note")
-        sections.append(Section(heading, body))
+    sections = panel_sections(panels)
     sections.append(Section("Configurations on the front", table_html(info.front)))
     if info.devices is not None:
         sections.append(Section("Devices compared", comparison_html(info.devices)))

@@ -117,19 +117,28 @@ def message_html(text: str, kind: str = "empty") -> str:
 
 def page_html(title: str, summary: SummaryInfo, sections: Sequence[Section]) -> str:
     """The whole document: title, header, then each section in order."""
+    return document_html(
+        title, dashboard_meta_html(summary.campaign, summary.trials, summary.devices), _STYLE,
+        [f'<p class="meta">campaign <strong>{html.escape(summary.campaign)}</strong></p>',
+         header_html(summary)], sections)
+
+
+def document_html(title: str, meta: str, style: str, top: Sequence[str],
+                  sections: Sequence[Section]) -> str:
+    """A dse page: its ``<meta>`` tags and style in the head, the title, ``top`` (HTML), then
+    each section in order."""
     parts = [f"<section>\n<h2>{html.escape(s.heading)}</h2>\n{s.body}\n</section>"
              for s in sections]
     return "\n".join([
         "<!DOCTYPE html>",
         '<html lang="en">',
         '<head>\n<meta charset="utf-8">',
-        dashboard_meta_html(summary.campaign, summary.trials, summary.devices),
+        meta,
         f"<title>{html.escape(title)}</title>",
-        f"<style>{_STYLE}</style>\n</head>",
+        f"<style>{style}</style>\n</head>",
         "<body>",
         f"<h1>{html.escape(title)}</h1>",
-        f'<p class="meta">campaign <strong>{html.escape(summary.campaign)}</strong></p>',
-        header_html(summary),
+        *top,
         *parts,
         "</body>\n</html>\n",
     ])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import plotly.graph_objects as go
 from dse.atomic import atomic_write_text
 from dse.profiling.summary import COMPUTE_BOUND, MEMORY_BOUND, OVERHEAD_BOUND, UNKNOWN
 from dse.report.index import ProfileMeta, profile_meta_html
-from dse.report.page import _STYLE, Section, message_html, table_html
+from dse.report.page import _STYLE, Section, document_html, message_html, table_html
 from dse.report.profile_info import (
     HostDeviceInfo,
     OpRooflineInfo,
@@ -29,7 +28,7 @@ from dse.report.profile_info import (
     profile_page_name,
 )
 from dse.report.profile_tables import FileLink
-from dse.report.render import figure_html
+from dse.report.render import Panel, panel_sections
 
 __all__ = ["profile_page_html", "profile_page_info", "profile_page_name", "write_profile_page"]
 
@@ -67,7 +66,7 @@ def write_profile_page(profile_folder: Path, out_path: Path) -> Path:
 def profile_page_html(info: ProfilePageInfo) -> str:
     """The page: header, latency accounting, the figures (plotly.js inlined once, with the first
     one drawn, never fetched), then the tables, notes and files."""
-    figures: list[tuple[str, str, str | None, Callable[[], go.Figure], str]] = [
+    figures: list[Panel] = [
         ("Top operators", TOP_OPS_DIV, info.top_ops.empty_reason,
          partial(top_ops_figure, info.top_ops), info.top_ops.note),
         ("Per-operator roofline", ROOFLINE_DIV, info.roofline.empty_reason,
@@ -79,16 +78,7 @@ def profile_page_html(info: ProfilePageInfo) -> str:
     sections = [Section("Latency accounting", "\n".join(
         [table_html(accounting.table), message_html(accounting.coverage, kind="meta"),
          *([message_html(accounting.overhead, kind="note")] if accounting.overhead else [])]))]
-    plotlyjs_included = False
-    for heading, div_id, empty_reason, draw, note in figures:
-        if empty_reason is not None:
-            body = message_html(empty_reason)
-        else:
-            body = figure_html(draw(), div_id, include_plotlyjs=not plotlyjs_included)
-            plotlyjs_included = True
-        if note:
-            body += "\n" + message_html(note, kind="note")
-        sections.append(Section(heading, body))
+    sections += panel_sections(figures)
     sections += [
         Section("All operators", table_html(info.ops)),
         Section("Perf counters", table_html(info.counters)),
@@ -198,18 +188,5 @@ def _header_html(info: ProfilePageInfo) -> str:
 
 
 def _document(info: ProfilePageInfo, sections: list[Section]) -> str:
-    parts = [f"<section>\n<h2>{html.escape(s.heading)}</h2>\n{s.body}\n</section>"
-             for s in sections]
-    return "\n".join([
-        "<!DOCTYPE html>",
-        '<html lang="en">',
-        '<head>\n<meta charset="utf-8">',
-        profile_meta_html(ProfileMeta(info.campaign, info.device, info.trial, info.backend)),
-        f"<title>{html.escape(info.title)}</title>",
-        f"<style>{_STYLE}{_EXTRA_STYLE}</style>\n</head>",
-        "<body>",
-        f"<h1>{html.escape(info.title)}</h1>",
-        _header_html(info),
-        *parts,
-        "</body>\n</html>\n",
-    ])
+    meta = profile_meta_html(ProfileMeta(info.campaign, info.device, info.trial, info.backend))
+    return document_html(info.title, meta, _STYLE + _EXTRA_STYLE, [_header_html(info)], sections)

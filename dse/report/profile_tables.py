@@ -85,7 +85,7 @@ def accounting_info(summary: ProfileSummary) -> AccountingInfo:
     profiler = summary.profiler or "the profiler"
     figures = [
         ("the trial's p50, as the campaign measured it", summary.trial_p50_ms),
-        ("unprofiled p50 (this process, just before profiling)", base),
+        ("unprofiled p50 (plain calls of the same runner, in this process)", base),
         (f"profiled p50 (under {profiler}, its overhead included)", summary.profiled_p50_ms),
         ("operator time per run", summary.op_ms_per_run),
         ("unattributed remainder (unprofiled p50 − operator time)", summary.unattributed_ms),

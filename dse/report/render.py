@@ -8,6 +8,7 @@ buttons that restyle and relayout the figure, so the page needs no script of its
 from __future__ import annotations
 
 import html
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -16,6 +17,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from dse.report.info import ParallelCoordinatesInfo, ParetoScatterInfo, PointGroup
+from dse.report.page import Section, message_html
 
 # A fixed palette indexed by group order keeps colours identical from one report to the next.
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
@@ -239,3 +241,24 @@ def _scene_layout(info: ParetoScatterInfo, triple: tuple[int, int, int]) -> dict
                    f"scene.{name}.type": "log" if spec.log else "linear",
                    f"scene.{name}.autorange": True}
     return layout
+
+
+# A page's figure: heading, div id, why it is not drawn (None when it is), how to draw it, a note.
+Panel = tuple[str, str, str | None, Callable[[], go.Figure], str]
+
+
+def panel_sections(panels: Sequence[Panel]) -> list[Section]:
+    """One section per panel: its figure (plotly.js inlined with the first one drawn, never
+    fetched) or the reason it has none, then its note."""
+    sections = []
+    plotlyjs_included = False
+    for heading, div_id, empty_reason, draw, note in panels:
+        if empty_reason is not None:
+            body = message_html(empty_reason)
+        else:
+            body = figure_html(draw(), div_id, include_plotlyjs=not plotlyjs_included)
+            plotlyjs_included = True
+        if note:
+            body += "\n" + message_html(note, kind="note")
+        sections.append(Section(heading, body))
+    return sections

@@ -73,3 +73,26 @@ def test_torch_operators_under_each_run(backend: str, runner_pool: RunnerFor,
     else:
         assert "framework" in kinds
     assert statistics.median(found.run_op_us) > 0
+
+
+@pytest.mark.gpu
+def test_torch_on_a_gpu_separates_device_time(artifact_for: ArtifactFor,
+                                              backends_split: DigitsSplit, tmp_path: Path) -> None:
+    """On a CUDA device the profiler records the kernels too: operators carry device time."""
+    from tests.backends._devices import NO_CUDA, has_cuda
+
+    if not has_cuda():
+        pytest.skip(NO_CUDA)
+    from dse.spec import HardwareProfile
+
+    cuda = HardwareProfile(name="test-cuda", kind="cuda", backends=["torch"],
+                           precisions=["fp32"], max_threads=2)
+    artifact = artifact_for("torch", "fp32")
+    batch = np.ascontiguousarray(backends_split.x_test[:POOL_BATCH], dtype=np.float32)
+    tmp_path.joinpath("out").mkdir()
+    with get_backend("torch").compile(artifact, {}, cuda, POOL_BATCH) as runner:
+        found = get_backend("torch").profile_ops(ProfileRequest(
+            runner, artifact, {}, cuda, batch, RUNS, tmp_path / "out"))
+    assert found.runs == RUNS
+    convs = [op for op in found.ops if "conv" in op.op_type]
+    assert convs and all(op.where == "cuda" and op.device_us for op in convs)

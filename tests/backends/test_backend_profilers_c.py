@@ -179,3 +179,35 @@ def test_tensorrt_times_every_layer_of_its_engine(artifact_for: ArtifactFor,
     assert _op_share(profile) > 0.3, (profile.run_us, [(op.name, op.total_us) for op in profile.ops])
     layers = parse_engine_information((tmp_path / "tensorrt-engine-information.json").read_text())
     assert {op.name for op in profile.ops} <= set(layers)
+
+
+def test_a_node_openvino_lists_in_only_some_readings_keeps_one_value_per_reading() -> None:
+    """OpenVINO lists some nodes of an int8 graph as executed in some readings only (the
+    quickstart CNN's ``input_QuantizeLinear`` in 16 of 21): each node must still have one value
+    per reading, or the per-run times index past its list (an IndexError lost the profile)."""
+    pytest.importorskip("openvino", reason="openvino is not installed")
+    import datetime
+
+    import openvino as ov
+
+    from dse.backends._openvino_profile import _collect
+
+    def entry(name: str, us: float, executed: bool = True) -> object:
+        info = ov.ProfilingInfo()
+        info.node_name, info.node_type, info.exec_type = name, "Convolution", "jit_avx512_I8"
+        info.status = (ov.ProfilingInfo.Status.EXECUTED if executed
+                       else ov.ProfilingInfo.Status.NOT_RUN)
+        info.real_time = info.cpu_time = datetime.timedelta(microseconds=us)
+        return info
+
+    readings = [[entry("conv", 10), entry("quant", 4)],
+                [entry("conv", 12), entry("quant", 4, executed=False)],
+                [entry("conv", 11)],
+                [entry("conv", 11), entry("quant", 5)]]
+    executed, skipped = _collect(readings, averaging=True)
+    assert skipped == {}
+    assert executed["conv"].real_us == [10, 12, 11, 11]
+    assert executed["quant"].real_us == [4, 4, 4, 5]  # a running average carried over
+    executed, _ = _collect(readings, averaging=False)
+    assert executed["quant"].real_us == [4, 0, 0, 5]  # per-call times: it did not run
+    assert len(executed["quant"].per_run(False)) == len(readings) - 1

@@ -4,13 +4,16 @@ the same path; their profilers are tested on their runners in tests/backends.)""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from dse.cli.profile_command import _print
 from tests.conftest import LOCAL_CPU
 
 SPACE = """\
@@ -53,7 +56,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory, ray_cluster: None) -> Pat
         (root / folder).mkdir(exist_ok=True)
         (root / folder / name).write_text(text)
     path = root / "experiments" / "profiled.yaml"
-    run_campaign(path, report=False)
+    run_campaign(path)  # with its dashboard, which a profile's page is linked from
     return path
 
 
@@ -74,15 +77,16 @@ def _study_snapshot(path: Path) -> list[tuple[int, str, tuple[float, ...]]]:
     return [(t.number, t.state.name, tuple(t.values or ())) for t in study.trials]
 
 
-@pytest.mark.parametrize("config", [("onnxruntime", "fp32"), ("torch", "fp32")])
-def test_profile_a_measured_trial(measured: Path, config: tuple[str, str]) -> None:
+def test_profile_a_measured_trial(measured: Path) -> None:
     from dse import profile
+    from dse.profiling.session import ProfileSettings
     from dse.profiling.summary import OPS_CSV, OPS_PARQUET, SUMMARY_FILE, TRACE_FILE
     from dse.report.index import profile_entries
 
+    config = ("onnxruntime", "fp32")
     trial = _trials(measured)[config]
     before = _study_snapshot(measured)
-    found = profile(measured, trial=trial)
+    found = profile(measured, trial=trial, settings=ProfileSettings(window_s=0.5))
     assert _study_snapshot(measured) == before  # profiling records nothing on the study
     s = found.summary
     assert (s.backend, s.precision, s.trial, s.batch_size) == (*config, trial, 32)
@@ -104,11 +108,32 @@ def test_profile_a_measured_trial(measured: Path, config: tuple[str, str]) -> No
     assert found.page.is_file()
     pages = {entry.file for entry in profile_entries(found.page.parent)}
     assert found.page.name in pages
-    if config == ("onnxruntime", "fp32"):
-        # The operators account for the latency: their time per run within 20 % of the p50.
-        assert 0.8 <= s.coverage <= 1.2, (s.op_ms_per_run, s.unprofiled_p50_ms)
-        assert set(found.ops["where"]) == {"CPUExecutionProvider"}
-        assert found.ops["flops"].notna().any()
+    dashboard = (found.page.parent / "profiled.html").read_text()
+    assert f'href="{found.page.name}"' in dashboard  # the trial's row links its profile
+    # The operators account for the latency: their time per run within 20 % of the p50.
+    assert 0.8 <= s.coverage <= 1.2, (s.op_ms_per_run, s.unprofiled_p50_ms)
+    assert set(found.ops["where"]) == {"CPUExecutionProvider"}
+    assert found.ops["flops"].notna().all()  # every node joined with the graph or its shapes
+    # What `dse profile` prints: the accounting, the top operators, the roofline, perf, where.
+    printed = io.StringIO()
+    _print(Console(file=printed, width=200), found)
+    text = printed.getvalue()
+    assert f"trial {trial} on local-cpu: onnxruntime fp32 batch 32" in text
+    assert str(found.ops.loc[0, "name"]) in text and "roofline:" in text
+    assert f"profile folder {found.folder}" in text and f"dashboard {found.page}" in text
+
+
+def test_torch_trial_profile_has_its_operators(measured: Path) -> None:
+    """The same path for a torch trial (its profiler builds a Python object per operator call:
+    a short window)."""
+    from dse import profile
+    from dse.profiling.session import ProfileSettings
+
+    trial = _trials(measured)[("torch", "fp32")]
+    found = profile(measured, trial=trial, settings=ProfileSettings(window_s=0.05, perf=False))
+    assert found.summary.profiler.startswith("torch.profiler")
+    assert any("conv" in kind for kind in found.ops["op_type"])
+    assert found.summary.perf.stat_missing == "perf was switched off for this profile"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -37,8 +37,8 @@ class Runner(ABC):
     (``dse.measure.measure_offline``) keeps that many calls in flight — and must then give each
     call its own correct result: a runtime that runs requests concurrently gets one request per
     thread (OpenVINO, TensorRT's execution slots); one that cannot serialises the calls with a lock
-    (LiteRT, ExecuTorch). Compiling, ``describe`` and ``close`` come from one thread; the farm runs
-    one runner at a time per device.
+    (LiteRT, ExecuTorch, TVM's VM). Compiling, ``describe`` and ``close`` come from one thread;
+    the farm runs one runner at a time per device.
 
     Attributes:
         batch_size: the batch size the candidate is measured at. ``run`` also accepts smaller

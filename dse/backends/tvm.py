@@ -214,21 +214,27 @@ class TvmRunner(Runner):
     copy back inside ``run`` (which returns when they are on the host).
 
     TVM's thread pool is process-wide: a runner whose count another runner changed since sets
-    its own back before it runs (a check costs well under a microsecond; the reset is rare)."""
+    its own back before it runs (a check costs well under a microsecond; the reset is rare).
+    Calls from several threads take turns: a VM runs one call at a time."""
 
     def __init__(self, tvm: Any, compiled: _Compiled, batch_size: int, threads: int,
                  settings: dict[str, str]) -> None:
         self._tvm = tvm
         self._compiled: _Compiled | None = compiled
+        self._lock = threading.Lock()
         self._threads = threads
         self._on_cpu = settings["device"].startswith("cpu")
         self._settings = settings
         self.batch_size = batch_size
 
     def run(self, x: np.ndarray) -> np.ndarray:
-        if self._compiled is None:
+        compiled = self._compiled
+        if compiled is None:
             raise RuntimeError("run() on a closed tvm runner")
-        return self._invoke(self._compiled.machine, self._compiled.device, x)
+        # A Relax VM keeps one frame stack: two calls at once corrupt it ("Check failed: reg <
+        # frame->register_file.size()", seen in the conformance suite's concurrent calls).
+        with self._lock:
+            return self._invoke(compiled.machine, compiled.device, x)
 
     def _invoke(self, machine: Any, device: Any, x: np.ndarray) -> np.ndarray:
         count = x.shape[0]

@@ -113,9 +113,11 @@ class Dispatcher:
 
     # -- devices -----------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, *, one_job: bool = False) -> None:
         """One worker per device unit the cluster offers for each profile; DeviceError naming the
-        profile when the cluster has no device of it."""
+        profile when the cluster has no device of it. ``one_job``: a single worker per profile,
+        not warmed up (a one-off job such as a profile loads only the runtime it needs, where a
+        campaign's workers load every runtime of the profile before their first trial)."""
         import ray
 
         if self._started:
@@ -128,11 +130,11 @@ class Dispatcher:
                 f"`dse worker --profile hw_profiles/<profile>.yaml --address HEAD:PORT` "
                 f"(`dse devices` lists the devices it has)")
         for name in self.profiles:
-            for _ in range(int(resources[device_resource(name)])):
-                self._spawn(name)
+            for _ in range(1 if one_job else int(resources[device_resource(name)])):
+                self._spawn(name, warm_up=not one_job)
         self._started = True
 
-    def _spawn(self, profile_name: str) -> _Device:
+    def _spawn(self, profile_name: str, warm_up: bool = True) -> _Device:
         import ray
 
         from dse.farm.worker import DeviceWorker
@@ -148,7 +150,8 @@ class Dispatcher:
         device_id = f"{profile_name}#{next(self._serial)}"
         actor: Any = ray.remote(**options)(worker_class).remote(profile, str(self.cache_dir), "")
         device = _Device(device_id, profile_name, actor, time.monotonic())
-        device.ready_ref = actor.identity.remote()
+        if warm_up:  # identity() answers once the worker's runtimes are loaded
+            device.ready_ref = actor.identity.remote()
         self.devices.append(device)
         return device
 
@@ -376,7 +379,7 @@ class Dispatcher:
         wait for it; the reason, in one line, when no device of it answers in ``timeout_s``."""
         import ray
 
-        self.start()
+        self.start(one_job=True)
         device = next((d for d in self.devices
                        if d.profile == profile_name and d.actor is not None), None)
         if device is None:

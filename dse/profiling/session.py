@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dse.backends.base import first_error_line
 from dse.backends.op_profile import OpProfile, ProfileRequest, ProfilerMissing, timed_runs
 from dse.backends.registry import get_backend
 from dse.profiling.ceilings import measure_ceilings, profile_peaks
@@ -160,9 +161,8 @@ def _backend_profile(runner: Runner, artifact: Any, example: Any, candidate: Can
     # A profiler is a third party's tool on a live runtime; whatever it raises is its failure,
     # said in one line, never the end of the profile.
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
         return None, f"{backend.declaration.profiler or candidate.backend} failed: " \
-                     f"{type(exc).__name__}: {first}"
+                     f"{type(exc).__name__}: {first_error_line(exc)}"
 
 
 def _join_graph(found: OpProfile, artifact: Any, batch_size: int) -> None:

@@ -19,6 +19,10 @@ _API = {
     "DeviceCalibration": "dse.calibration",
     "profile": "dse.trial_profile",
     "TrialProfile": "dse.trial_profile",
+    "export": "dse.bundle_export",
+    "ExportedBundle": "dse.bundle_export",
+    "verify": "dse.bundle_verify",
+    "VerifyReport": "dse.bundle_verify",
     "Candidate": "dse.candidate",
     "Measurement": "dse.measurement",
     "METRICS": "dse.metrics",
@@ -50,6 +54,7 @@ __all__ = [
     "DeployedModel",
     "DeviceCalibration",
     "DseError",
+    "ExportedBundle",
     "GraphStats",
     "InfeasibleCandidate",
     "LatencyStats",
@@ -58,8 +63,10 @@ __all__ = [
     "ReplayEvaluator",
     "SpecError",
     "TrialProfile",
+    "VerifyReport",
     "__version__",
     "calibrate",
+    "export",
     "graph_stats",
     "hypervolume",
     "hypervolume_history",
@@ -73,6 +80,7 @@ __all__ = [
     "profile",
     "run_campaign",
     "validate_files",
+    "verify",
     "write_report",
 ]
 
@@ -84,6 +92,8 @@ if TYPE_CHECKING:
         validate_files,
         write_report,
     )
+    from dse.bundle_export import ExportedBundle, export
+    from dse.bundle_verify import VerifyReport, verify
     from dse.calibration import DeviceCalibration, calibrate
     from dse.candidate import Candidate
     from dse.exceptions import DseError, SpecError

@@ -205,7 +205,8 @@ def write_report(experiment: Experiment) -> tuple[Path, Path, Path]:
     # The dashboards folder may sit on another disk: a refusal there names that folder.
     with refused_writes_as_errors(experiment.dashboard_path.parent, REPORT_ADVICE):
         dashboard = write_dashboard(experiment.run_dir, experiment.dashboard_path,
-                                    title=experiment.name, storage=experiment.storage)
+                                    title=experiment.name, storage=experiment.storage,
+                                    experiment=experiment.path)
         write_index(dashboard.parent)
     return trials, front, dashboard
 

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from dse.candidate import Candidate
 from dse.exceptions import DeviceError, DseError
+from dse.results.trial_lookup import farm_device, measured_trial
 from dse.spec import Experiment
 
 if TYPE_CHECKING:
-    import optuna
     import pandas as pd
 
     from dse.profiling.session import ProfileSettings
@@ -111,8 +111,8 @@ def profile(experiment: Experiment | str | os.PathLike[str], trial: int, *,
     if not isinstance(experiment, Experiment):
         experiment = load_experiment(experiment)
 
-    chosen = _device(experiment, device)
-    frozen = _trial(experiment, chosen, trial)
+    chosen = farm_device(experiment, device, "profile")
+    frozen = measured_trial(experiment, chosen, trial, "profile")
     try:
         candidate = Candidate.from_dict(dict(frozen.user_attrs["candidate"]))
     except TypeError as exc:  # recorded by a dse whose candidates had other fields
@@ -134,72 +134,13 @@ def profile(experiment: Experiment | str | os.PathLike[str], trial: int, *,
     return TrialProfile(folder, page, summary, table)
 
 
-def _device(experiment: Experiment, name: str | None) -> HardwareProfile:
-    """The device profile to profile on: ``name``, or the campaign's only farm device."""
-    if experiment.evaluator is not None:
-        raise DseError(f"{experiment.path}: this campaign is measured by an evaluator, not on "
-                       f"the device farm: there is no runtime to profile")
-    names = [p.name for p in experiment.devices]
-    if name is None:
-        farm = [p for p in experiment.devices if p.kind != "replay"]
-        if len(farm) != 1:
-            raise DseError(f"{experiment.path}: the campaign has devices {names}; name one "
-                           f"with --device")
-        return farm[0]
-    chosen = next((p for p in experiment.devices if p.name == name), None)
-    if chosen is None:
-        raise DseError(f"{experiment.path}: --device {name!r} is not a device of this campaign "
-                       f"(it has {names})")
-    if chosen.kind == "replay":
-        raise DseError(f"{experiment.path}: device {name!r} replays a recorded table: there is "
-                       f"no runtime to profile")
-    return chosen
-
-
-def _trial(experiment: Experiment, device: HardwareProfile, number: int) -> optuna.trial.FrozenTrial:
-    """Trial ``number`` of ``device``'s study, measured ok; DseError in one line otherwise."""
-    from dse.results import load_campaign
-
-    studies = load_campaign(experiment.run_dir, experiment.storage)
-    study = next((s for s in studies if s.user_attrs.get("device_profile") == device.name),
-                 studies[0] if len(studies) == 1 else None)
-    if study is None:
-        raise DseError(f"{experiment.path}: no study of device {device.name!r} in "
-                       f"{experiment.run_dir}; run the campaign first")
-    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
-    frozen = trials.get(number)
-    if frozen is None:
-        shown = f"0 to {max(trials)}" if trials else "none"
-        raise DseError(f"{experiment.path}: device {device.name!r} has no trial {number} "
-                       f"(its trials: {shown})")
-    status = frozen.user_attrs.get("status")
-    if "candidate" not in frozen.user_attrs:
-        raise DseError(f"{experiment.path}: trial {number} on {device.name} has no candidate "
-                       f"recorded (state {frozen.state.name}): nothing to profile")
-    if status != "ok":
-        reason = str(frozen.user_attrs.get("reason") or "no result")
-        raise DseError(f"{experiment.path}: trial {number} on {device.name} is "
-                       f"{status or frozen.state.name.lower()} ({reason.splitlines()[0][:200]}): "
-                       f"only a measured trial can be profiled")
-    return frozen
-
-
 def _on_device(experiment: Experiment, device: HardwareProfile, candidate: Candidate,
                settings: ProfileSettings, address: str | None) -> Any:
-    from dse.farm.cluster import connect, start_embedded
-    from dse.farm.dispatcher import Dispatcher
+    from dse.farm.single_call import call_device
 
-    address = address or experiment.spec.farm.address
-    if address:
-        connect(address)
-    else:
-        start_embedded([device])
-    farm = Dispatcher([device], experiment.cache_dir)
-    try:
-        return farm.profile_candidate(device.name, candidate, experiment.space.training, settings,
-                                      experiment.spec.budget.trial_timeout_s + _PROFILER_SECONDS)
-    finally:
-        farm.cancel()
+    return call_device(device, experiment.cache_dir, address or experiment.spec.farm.address,
+                       "profile_candidate", (candidate, experiment.space.training, settings),
+                       experiment.spec.budget.trial_timeout_s + _PROFILER_SECONDS)
 
 
 def _page(experiment: Experiment, folder: Path, summary: ProfileSummary) -> Path:
@@ -219,6 +160,6 @@ def _page(experiment: Experiment, folder: Path, summary: ProfileSummary) -> Path
         if experiment.dashboard_path.exists():
             declare(experiment.space.metric_specs())
             write_dashboard(experiment.run_dir, experiment.dashboard_path, title=experiment.name,
-                            storage=experiment.storage)
+                            storage=experiment.storage, experiment=experiment.path)
         write_index(dashboards)
     return page

@@ -16,13 +16,18 @@ rows sliced out: one captured graph serves every call, and eval-mode rows are in
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dse.backends.base import Runner, padded_batch
 from dse.backends.ort import OrtRunner
 from dse.exceptions import BuildError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from dse.backends.ort import SessionPlan, SessionSettings
 
 
 class OrtCudaGraphRunner(Runner):
@@ -65,6 +70,11 @@ class OrtCudaGraphRunner(Runner):
         session.run_with_iobinding(self._binding)
         result: np.ndarray = self._binding.copy_outputs_to_cpu()[0][:rows]
         return result
+
+    @property
+    def sibling(self) -> tuple[SessionPlan, Path, SessionSettings] | None:
+        """The wrapped runner's session plan, model file and settings (its ``sibling``)."""
+        return self._runner.sibling
 
     def describe(self) -> dict[str, str]:
         return {**self._runner.describe(), "enable_cuda_graph": "1", "io_binding": "cuda"}

@@ -18,7 +18,7 @@ from dse.backends.base import Backend, Runner, default_threads, thread_knob
 from dse.backends.capabilities import BF16_CC, CAPABILITIES, TRITON_CC
 from dse.build.artifact import TORCH_DTYPES
 from dse.exceptions import BuildError
-from dse.parts.backends import Capability
+from dse.parts.backends import Capability, Standalone
 
 if TYPE_CHECKING:
     import torch
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from dse.spec import HardwareProfile
 
 PRECISION_MODES = ("dtype", "autocast")
+# A torch bundle's run.py (both backends): the runner's module saved with torch.export, run by
+# torch alone (see dse.backends._torch_bundle).
+TORCH_STANDALONE = Standalone("torch_program", ("torch", "numpy"))
 
 
 @dataclass(frozen=True)
@@ -105,12 +108,21 @@ def place_module(artifact: Artifact, placement: Placement) -> torch.nn.Module:
     """
     import torch
 
+    module = placed_module(artifact, placement)
+    torch.set_num_threads(placement.threads)
+    return module
+
+
+def placed_module(artifact: Artifact, placement: Placement) -> torch.nn.Module:
+    """:func:`place_module` without setting torch's thread pool: the module as the runner
+    computes with it (the artifact's own in fp32 on the CPU, else a converted copy)."""
+    import torch
+
     module = artifact.module
     assert module is not None  # resolve_placement checked it
-    cast = placement.dtype if placement.precision_mode == "dtype" else "float32"
+    cast = input_dtype(placement)
     if cast != "float32" or placement.device != "cpu":
         module = copy.deepcopy(module).to(device=placement.device, dtype=getattr(torch, cast))
-    torch.set_num_threads(placement.threads)
     return module.eval()
 
 
@@ -173,6 +185,11 @@ class TorchRunner(Runner):
     def input_dtype(self) -> str:
         """The torch dtype name inputs are cast to (:func:`input_dtype`)."""
         return input_dtype(self._placement)
+
+    @property
+    def kernel(self) -> str:
+        """The ``attention_kernel`` knob's SDPA kernel every call runs under ("default": none)."""
+        return self._kernel
 
     def run(self, x: np.ndarray) -> np.ndarray:
         import torch

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from dse.backends.op_profile import OpProfile, ProfileRequest
+    from dse.backends.standalone import BundleExtras
     from dse.build import Artifact
     from dse.parts.backends import BackendDeclaration
     from dse.spec import HardwareProfile
@@ -147,6 +148,15 @@ class Backend(ABC):
         from dse.backends.op_profile import ProfilerMissing
 
         raise ProfilerMissing(f"backend {self.name!r} has no per-operator profiler in dse")
+
+    def bundle_extras(self, runner: Runner, artifact: Artifact) -> BundleExtras:
+        """What an exported bundle's standalone ``run.py`` needs beyond the artifact file and
+        the knobs (``dse export``, on the device worker, from the runner as compiled): settings
+        it cannot read from the knobs, files it loads instead of the artifact. Backends whose
+        ``run.py`` needs some override it; the default adds nothing."""
+        from dse.backends.standalone import BundleExtras
+
+        return BundleExtras()
 
     def check_knob_device(self, knobs: Mapping[str, Any], device_kind: str) -> None:  # noqa: B027
         """Raise BuildError, in one line, for a knob value that cannot run on any device of

@@ -37,7 +37,7 @@ from dse.backends.base import (
 )
 from dse.backends.registry import register_backend
 from dse.exceptions import BuildError
-from dse.parts.backends import BackendDeclaration, Capability, Conversion
+from dse.parts.backends import BackendDeclaration, Capability, Conversion, Standalone
 
 if TYPE_CHECKING:
     from dse.backends.op_profile import OpProfile, ProfileRequest
@@ -131,7 +131,9 @@ class ExecutorchBackend(Backend):
         libraries=("executorch", "torchao"), fingerprint={"executorch": ("executorch",)},
         extra="executorch",
         summary="ExecuTorch (.pte), XNNPACK delegate on CPU cores, PT2E int8",
-        profiler=EXECUTORCH_PROFILER)
+        profiler=EXECUTORCH_PROFILER,
+        # executorch's runtime imports torch (its tensors are torch's) without declaring it.
+        standalone=Standalone("executorch", ("executorch", "torch", "numpy")))
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)

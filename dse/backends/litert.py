@@ -50,7 +50,7 @@ from dse.backends.base import (
 )
 from dse.backends.registry import register_backend
 from dse.exceptions import BuildError
-from dse.parts.backends import BackendDeclaration, Capability, Conversion
+from dse.parts.backends import BackendDeclaration, Capability, Conversion, Standalone
 
 if TYPE_CHECKING:
     from dse.backends.op_profile import OpProfile, ProfileRequest
@@ -168,7 +168,7 @@ class LiteRtBackend(Backend):
                               build_knobs=frozenset(), convert=convert_to_tflite),
         libraries=CONVERTER_DISTRIBUTIONS, fingerprint={"litert": (RUNTIME,)}, extra="litert",
         summary="LiteRT interpreter (XNNPACK delegate), converted by litert-torch",
-        profiler=LITERT_PROFILER)
+        profiler=LITERT_PROFILER, standalone=Standalone("litert", (RUNTIME, "numpy")))
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)

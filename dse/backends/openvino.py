@@ -55,10 +55,11 @@ from dse.backends.capabilities import FP8_CC
 from dse.backends.ort import choice_knob, onnx_path
 from dse.backends.registry import register_backend
 from dse.exceptions import BuildError
-from dse.parts.backends import BackendDeclaration, Capability
+from dse.parts.backends import BackendDeclaration, Capability, Standalone
 
 if TYPE_CHECKING:
     from dse.backends.op_profile import OpProfile, ProfileRequest
+    from dse.backends.standalone import BundleExtras
     from dse.build import Artifact
     from dse.spec import HardwareProfile
 
@@ -155,7 +156,7 @@ class OpenVinoBackend(Backend):
         thread_knob="num_threads", int8_symmetric=True, float_at_runtime=True,
         libraries=("openvino", "onnx"), fingerprint={"openvino": ("openvino",)}, extra="openvino",
         summary="OpenVINO (CPU plugin; Intel GPU/NPU via a knob), precision hints checked",
-        profiler=PROFILER)
+        profiler=PROFILER, standalone=Standalone("openvino", ("openvino", "numpy")))
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)
@@ -184,7 +185,13 @@ class OpenVinoBackend(Backend):
             "nodes_by_precision": precision_counts(kernels),
             "compute_kernels": compute_kernel_counts(kernels)})
         runner.compile_seconds = seconds
+        runner.properties = (plan.device, dict(plan.config))
         return runner
+
+    def bundle_extras(self, runner: Runner, artifact: Artifact) -> BundleExtras:
+        from dse.backends._openvino_bundle import openvino_bundle_extras
+
+        return openvino_bundle_extras(runner)
 
     def profile_ops(self, request: ProfileRequest) -> OpProfile:
         """The runner's model compiled once more with the same properties and ``PERF_COUNT`` on
@@ -263,6 +270,8 @@ class OpenVinoRunner(Runner):
         self._local = threading.local()
         self._settings = settings
         self.batch_size = batch_size
+        # The device and properties it was compiled with, for a bundle's run.py.
+        self.properties: tuple[str, dict[str, Any]] | None = None
 
     def run(self, x: np.ndarray) -> np.ndarray:
         compiled = self._compiled

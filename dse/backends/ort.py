@@ -26,10 +26,11 @@ from dse.backends.capabilities import FP8_CC
 from dse.backends.ort_placement import CPU_PROVIDER, Placement, check_placement, profile_first_run
 from dse.backends.registry import register_backend
 from dse.exceptions import BuildError
-from dse.parts.backends import BackendDeclaration, Capability
+from dse.parts.backends import BackendDeclaration, Capability, Standalone
 
 if TYPE_CHECKING:
     from dse.backends.op_profile import OpProfile, ProfileRequest
+    from dse.backends.standalone import BundleExtras
     from dse.build import Artifact
     from dse.spec import HardwareProfile
 
@@ -168,6 +169,24 @@ class OrtRunner(Runner):
         plan, path, settings = self.sibling
         options = _session_options(ort, settings, profile_prefix)
         return ort.InferenceSession(str(path), sess_options=options, providers=list(plan.providers))
+
+
+def ort_bundle_extras(runner: Runner) -> BundleExtras:
+    """The providers (with their options) an ONNX Runtime runner's session was made with, for a
+    bundle's ``run.py``: the rest of the session's settings are its knobs."""
+    from dse.backends.standalone import BundleExtras
+
+    sibling = getattr(runner, "sibling", None)
+    if sibling is None:
+        raise BuildError("this ONNX Runtime runner was not made by compile_session: its "
+                         "providers are unknown")
+    plan: SessionPlan = sibling[0]
+    return BundleExtras(settings={"providers": [[name, dict(options)]
+                                                for name, options in plan.providers]})
+
+
+# ONNX Runtime as a bundle's run.py uses it: the CPU build serves the CPU provider.
+ORT_STANDALONE = Standalone("onnxruntime", ("onnxruntime", "numpy"))
 
 
 def compile_session(plan: SessionPlan, artifact: Artifact, settings: SessionSettings,
@@ -316,10 +335,13 @@ class OrtBackend(Backend):
         thread_knob="intra_op_threads", libraries=("onnxruntime", "onnx"),
         fingerprint=ORT_FINGERPRINT, extra="onnxruntime",
         summary="ONNX Runtime, CPU execution provider",
-        profiler=ORT_PROFILER)
+        profiler=ORT_PROFILER, standalone=ORT_STANDALONE)
 
     def profile_ops(self, request: ProfileRequest) -> OpProfile:
         return profile_ort_runner(request)
+
+    def bundle_extras(self, runner: Runner, artifact: Artifact) -> BundleExtras:
+        return ort_bundle_extras(runner)
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)

@@ -36,16 +36,18 @@ from dse.backends.ort import (
     choice_knob,
     compile_session,
     onnx_path,
+    ort_bundle_extras,
 )
 from dse.backends.ort_placement import TENSORRT_PROVIDER
 from dse.backends.registry import register_backend
 from dse.build.fingerprint import TENSORRT_DISTRIBUTIONS, device_cache_root
 from dse.candidate import stable_hash
 from dse.exceptions import BuildError
-from dse.parts.backends import BackendDeclaration, Capability
+from dse.parts.backends import BackendDeclaration, Capability, Standalone
 
 if TYPE_CHECKING:
     from dse.backends.op_profile import OpProfile, ProfileRequest
+    from dse.backends.standalone import BundleExtras
     from dse.build import Artifact
     from dse.spec import HardwareProfile
 
@@ -62,6 +64,14 @@ _ORT_DISTRIBUTIONS = ("onnxruntime-gpu", "onnxruntime", "onnxruntime-directml",
 # on the CUDA fallback (TensorRT rejects non-zero zero points, for one) means int8 that TensorRT
 # did not do.
 _QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
+# A bundle's run.py on these providers: ONNX Runtime's GPU build (the TensorRT provider loads
+# libnvinfer, which the tensorrt wheels bring where no system TensorRT does).
+CUDA_STANDALONE = Standalone("onnxruntime", ("onnxruntime-gpu", "numpy"))
+TENSORRT_STANDALONE = Standalone("onnxruntime", ("onnxruntime-gpu", "tensorrt", "numpy"))
+# TensorRT provider options naming this device's cache folders: left out of a bundle, whose
+# run.py builds its engine when its session is made.
+_DEVICE_CACHE_OPTIONS = frozenset({"trt_engine_cache_enable", "trt_engine_cache_path",
+                                   "trt_timing_cache_enable", "trt_timing_cache_path"})
 _GPU_LIBRARIES = {
     CUDA_PROVIDER: "the CUDA and cuDNN libraries this onnxruntime-gpu was built for, and a visible "
                    "GPU",
@@ -181,10 +191,15 @@ class OrtCudaBackend(Backend):
         thread_knob="intra_op_threads",
         libraries=("onnxruntime-gpu", "onnx"), fingerprint=ORT_FINGERPRINT,
         extra="gpu", summary="ONNX Runtime, CUDA execution provider",
-        profiler=ORT_PROFILER)
+        profiler=ORT_PROFILER, standalone=CUDA_STANDALONE)
 
     def profile_ops(self, request: ProfileRequest) -> OpProfile:
         return profile_ort_runner(request)
+
+    def bundle_extras(self, runner: Runner, artifact: Artifact) -> BundleExtras:
+        """The session's providers with their options; ``run.py`` binds device buffers as
+        :mod:`dse.backends._ort_cuda_graph` does when they enable CUDA graphs."""
+        return ort_bundle_extras(runner)
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)
@@ -253,10 +268,21 @@ class OrtTensorrtBackend(Backend):
         libraries=("onnxruntime-gpu", "onnx", "tensorrt"),
         fingerprint={**ORT_FINGERPRINT, "tensorrt": TENSORRT_DISTRIBUTIONS},
         extra="tensorrt", summary="ONNX Runtime, TensorRT execution provider",
-        profiler=ORT_PROFILER)
+        profiler=ORT_PROFILER, standalone=TENSORRT_STANDALONE)
 
     def profile_ops(self, request: ProfileRequest) -> OpProfile:
         return profile_ort_runner(request)
+
+    def bundle_extras(self, runner: Runner, artifact: Artifact) -> BundleExtras:
+        """The session's providers with their options, less those naming this device's engine
+        and timing caches: ``run.py`` builds the engine with the same builder options."""
+        from dse.backends.standalone import BundleExtras
+
+        extras = ort_bundle_extras(runner)
+        providers = [[name, {key: value for key, value in options.items()
+                             if key not in _DEVICE_CACHE_OPTIONS}]
+                     for name, options in extras.settings["providers"]]
+        return BundleExtras(settings={**extras.settings, "providers": providers})
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)

@@ -47,10 +47,11 @@ from dse.backends.trt_version import TensorRTVersion, import_tensorrt, parse_ver
 from dse.build.cache import ArtifactCache
 from dse.build.fingerprint import TENSORRT_DISTRIBUTIONS, device_fingerprint, fingerprint_id
 from dse.exceptions import BuildError
-from dse.parts.backends import BackendDeclaration, Capability
+from dse.parts.backends import BackendDeclaration, Capability, Standalone
 
 if TYPE_CHECKING:
     from dse.backends.op_profile import OpProfile, ProfileRequest
+    from dse.backends.standalone import BundleExtras
     from dse.build import Artifact
     from dse.spec import HardwareProfile
 
@@ -96,7 +97,21 @@ class TensorRTBackend(Backend):
         name="tensorrt", artifact_format="onnx", capability=_capability, knobs=KNOBS,
         thread_knob=THREAD_KNOB, int8_symmetric=True, libraries=("tensorrt",),
         fingerprint={"tensorrt": TENSORRT_DISTRIBUTIONS}, extra="tensorrt",
-        summary="TensorRT engines built from the ONNX artifact", profiler=PROFILER)
+        summary="TensorRT engines built from the ONNX artifact", profiler=PROFILER,
+        # run.py builds the engine from the ONNX file and runs it with torch's CUDA buffers.
+        standalone=Standalone("tensorrt", ("tensorrt", "torch", "numpy")))
+
+    def bundle_extras(self, runner: Runner, artifact: Artifact) -> BundleExtras:
+        """The builder settings the runner's engine was built with (resolved for the installed
+        TensorRT) and its launch, for ``run.py`` to build the same engine from the ONNX file:
+        an engine is bound to its GPU model and TensorRT release, so the bundle carries none."""
+        from dse.backends.standalone import BundleExtras
+
+        if not isinstance(runner, TensorRTRunner) or runner.plan is None:
+            raise BuildError(f"tensorrt exports the runners it compiled, got a "
+                             f"{type(runner).__name__} without its build plan")
+        return BundleExtras(settings=bundle_settings(
+            runner.plan, runner.cuda_graph, runner.describe()["backend_version"]))
 
     def profile_ops(self, request: ProfileRequest) -> OpProfile:
         """The runner's engine run ``request.runs`` times on an execution context of its own
@@ -170,10 +185,24 @@ class TensorRTBackend(Backend):
         try:
             return TensorRTRunner(trt, engine, io, batch_size, device,
                                   {**described, "cuda_graph": str(cuda_graph).lower()},
-                                  built.build_seconds + load_seconds, cuda_graph=cuda_graph)
+                                  built.build_seconds + load_seconds, cuda_graph=cuda_graph,
+                                  plan=plan)
         except RuntimeError as exc:
             raise BuildError(f"the TensorRT engine {built.path.name} loaded but cannot run: "
                              f"{exc}") from exc
+
+
+def bundle_settings(plan: BuildPlan, cuda_graph: bool, tensorrt_version: str) -> dict[str, Any]:
+    """``run.py``'s builder settings (see :mod:`dse.backends.run_scripts.tensorrt`): the
+    engine's ``plan`` as resolved for the TensorRT it was built with, and its launch."""
+    settings = plan.settings
+    return {"tensorrt_version": tensorrt_version, "network_flags": list(plan.network_flags),
+            "precision_flags": list(plan.precision_flags), "tf32": settings.tf32,
+            "workspace_mb": settings.workspace_mb,
+            "builder_optimization_level": settings.optimization_level,
+            "builder_threads": settings.builder_threads,
+            "profile_batches": list(profile_shapes_batch(plan.batch_size)),
+            "cuda_graph": cuda_graph}
 
 
 def _cuda_device(profile: HardwareProfile) -> tuple[int, str, tuple[int, int]]:

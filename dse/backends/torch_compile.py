@@ -11,6 +11,7 @@ import numpy as np
 
 from dse.backends._sdpa_knob import attention_kernel, check_module_honours
 from dse.backends._torch_common import (
+    TORCH_STANDALONE,
     Placement,
     TorchRunner,
     borrowed_bytes,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     import torch
 
     from dse.backends.op_profile import OpProfile, ProfileRequest
+    from dse.backends.standalone import BundleExtras
     from dse.build import Artifact
     from dse.spec import HardwareProfile
 
@@ -48,12 +50,15 @@ class TorchCompileRunner(TorchRunner):
     Attributes:
         compile_seconds: wall time of the compile, i.e. of the first call, which is when torch
             compiles; measured in :meth:`TorchCompileBackend.compile`.
+        mode: the ``torch.compile`` mode it was compiled with.
     """
 
     def __init__(self, module: Callable[[torch.Tensor], torch.Tensor], placement: Placement,
-                 batch_size: int, settings: dict[str, str], kernel: str = "default") -> None:
+                 batch_size: int, settings: dict[str, str], kernel: str = "default",
+                 mode: str = "default") -> None:
         super().__init__(module, placement, batch_size, settings, kernel)
         self.compile_seconds = 0.0
+        self.mode = mode
 
     def run(self, x: np.ndarray) -> np.ndarray:
         rows = len(x)
@@ -90,10 +95,20 @@ class TorchCompileBackend(Backend):
         thread_knob="num_threads",
         libraries=("torch",), extra="torch",
         summary="torch.compile (inductor)",
-        profiler=TORCH_PROFILER)
+        profiler=TORCH_PROFILER, standalone=TORCH_STANDALONE)
 
     def profile_ops(self, request: ProfileRequest) -> OpProfile:
         return profile_torch_runner(request)
+
+    def bundle_extras(self, runner: Runner, artifact: Artifact) -> BundleExtras:
+        """The runner's module saved with ``torch.export`` (see
+        :mod:`dse.backends._torch_bundle`), which ``run.py`` compiles with the runner's mode."""
+        from dse.backends._torch_bundle import torch_bundle_extras
+
+        if not isinstance(runner, TorchCompileRunner):
+            raise BuildError(f"torch_compile exports the runners it compiled, got a "
+                             f"{type(runner).__name__}")
+        return torch_bundle_extras(runner, artifact, self.name, compile_mode=runner.mode)
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         check_torch_knobs(self, knobs)
@@ -119,7 +134,8 @@ class TorchCompileBackend(Backend):
             check_module_honours(module, probe_batch(artifact, placement), kernel)
         compiled = torch.compile(module, mode=mode, dynamic=False)
         runner = TorchCompileRunner(compiled, placement, batch_size,
-                                    {**settings(self.name, placement), "mode": str(mode)}, kernel)
+                                    {**settings(self.name, placement), "mode": str(mode)}, kernel,
+                                    str(mode))
         # Inductor runs from the module's own parameters (no freezing): they stay shared.
         runner.borrowed_bytes = borrowed_bytes(module, artifact)
         zeros = np.zeros((batch_size, *artifact.input_shape), dtype=np.float32)

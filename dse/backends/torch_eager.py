@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from dse.backends._sdpa_knob import attention_kernel, check_module_honours
 from dse.backends._torch_common import (
+    TORCH_STANDALONE,
     TorchRunner,
     borrowed_bytes,
     check_torch_knob_device,
@@ -27,6 +28,7 @@ from dse.parts.backends import BackendDeclaration
 
 if TYPE_CHECKING:
     from dse.backends.op_profile import OpProfile, ProfileRequest
+    from dse.backends.standalone import BundleExtras
     from dse.build import Artifact
     from dse.spec import HardwareProfile
 
@@ -54,10 +56,19 @@ class TorchEagerBackend(Backend):
         thread_knob="num_threads",
         libraries=("torch",), extra="torch",
         summary="eager PyTorch",
-        profiler=TORCH_PROFILER)
+        profiler=TORCH_PROFILER, standalone=TORCH_STANDALONE)
 
     def profile_ops(self, request: ProfileRequest) -> OpProfile:
         return profile_torch_runner(request)
+
+    def bundle_extras(self, runner: Runner, artifact: Artifact) -> BundleExtras:
+        """The runner's module saved with ``torch.export`` (see
+        :mod:`dse.backends._torch_bundle`), replayed from a CUDA graph where it was."""
+        from dse.backends._torch_bundle import torch_bundle_extras
+        from dse.backends._torch_cuda_graph import TorchCudaGraphRunner
+
+        return torch_bundle_extras(runner, artifact, self.name,
+                                   cuda_graph=isinstance(runner, TorchCudaGraphRunner))
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         check_torch_knobs(self, knobs)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dse.backends.base import Runner
-from dse.backends.trt_engine import one_line, trt_logger
+from dse.backends.trt_engine import BuildPlan, one_line, trt_logger
 from dse.backends.trt_settings import torch_dtype_name
 from dse.exceptions import BuildError
 
@@ -147,11 +147,16 @@ class _Slot:
 
 
 class TensorRTRunner(Runner):
-    """Runs batches of up to ``batch_size`` images through a TensorRT engine on one CUDA device."""
+    """Runs batches of up to ``batch_size`` images through a TensorRT engine on one CUDA device.
+
+    Attributes:
+        plan: what the engine was built with (None when not told), for a bundle's ``run.py``.
+        cuda_graph: whether each slot replays its enqueue from a CUDA graph.
+    """
 
     def __init__(self, trt: Any, engine: Any, io: EngineIO, batch_size: int, device: int,
                  settings: dict[str, str], compile_seconds: float, *,
-                 cuda_graph: bool = False) -> None:
+                 cuda_graph: bool = False, plan: BuildPlan | None = None) -> None:
         self._trt = trt
         self._engine: Any = engine
         self._io = io
@@ -160,7 +165,8 @@ class TensorRTRunner(Runner):
         self._lock = threading.Lock()
         self._slots: list[_Slot] = []
         self._local = threading.local()
-        self._cuda_graph = cuda_graph
+        self.cuda_graph = cuda_graph
+        self.plan = plan
         self.batch_size = batch_size
         self.compile_seconds = compile_seconds
         self._slot()  # the compiling thread's slot: a context that cannot be made fails compile
@@ -172,7 +178,7 @@ class TensorRTRunner(Runner):
                 if self._engine is None:
                     raise RuntimeError("run() on a closed tensorrt runner")
                 slot = _Slot(self._trt, self._engine, self._io, self.batch_size, self._device,
-                             self._cuda_graph)
+                             self.cuda_graph)
                 self._slots.append(slot)
             self._local.slot = slot
         return slot

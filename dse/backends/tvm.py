@@ -32,10 +32,11 @@ from dse.backends.ort import onnx_path
 from dse.backends.registry import register_backend
 from dse.exceptions import BuildError
 from dse.models.sources import file_sha256
-from dse.parts.backends import BackendDeclaration, Capability
+from dse.parts.backends import BackendDeclaration, Capability, Standalone
 
 if TYPE_CHECKING:
     from dse.backends.op_profile import OpProfile, ProfileRequest
+    from dse.backends.standalone import BundleExtras
     from dse.build import Artifact
     from dse.spec import HardwareProfile
 
@@ -105,7 +106,9 @@ class TvmBackend(Backend):
         knobs=frozenset({"num_threads", "tuning_trials"}), thread_knob="num_threads",
         libraries=(*TVM_DISTRIBUTIONS, "onnx"), fingerprint={"tvm": TVM_DISTRIBUTIONS},
         extra="tvm", summary="Apache TVM (Relax VM), MetaSchedule auto-tuning",
-        profiler=PROFILER)
+        profiler=PROFILER,
+        # run.py loads the runner's executable, exported as a library (dse.backends._tvm_bundle).
+        standalone=Standalone("tvm", (*TVM_DISTRIBUTIONS, "numpy")))
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)
@@ -140,6 +143,14 @@ class TvmBackend(Backend):
                           profiler=f"{PROFILER}, apache-tvm {tvm.__version__}",
                           where=str(compiled.target.kind.name),
                           sync=None if on_cpu else compiled.device.sync, flops=flops)
+
+    def bundle_extras(self, runner: Runner, artifact: Artifact) -> BundleExtras:
+        """The runner's compiled executable as a shared library (:mod:`dse.backends._tvm_bundle`)."""
+        from dse.backends._tvm_bundle import tvm_bundle_extras
+
+        if not isinstance(runner, TvmRunner) or runner._compiled is None:
+            raise BuildError(f"tvm exports the open runners it compiled, got {runner!r}")
+        return tvm_bundle_extras(runner._compiled.library, "cpu" if runner._on_cpu else "cuda")
 
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dse.atomic import atomic_write_text
+from dse.backends._xla_bundle import XLA_STANDALONE
 from dse.backends._xla_profile import PROFILER as XLA_PROFILER
 from dse.backends.base import Backend, Runner, default_threads, thread_knob
 from dse.backends.capabilities import BF16_CC
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
     from dse.backends._xla_lowering import LoweredGraph
     from dse.backends.op_profile import OpProfile, ProfileRequest
+    from dse.backends.standalone import BundleExtras
     from dse.build import Artifact
     from dse.spec import HardwareProfile
 
@@ -323,7 +325,7 @@ class XlaBackend(Backend):
         name="xla", artifact_format="onnx", capability=_capability, knobs=KNOBS,
         thread_knob="num_threads", libraries=("jax", "jaxlib"), extra="xla",
         summary="XLA via jax, from the ONNX graph (CPU, or CUDA with jax's plugin)",
-        profiler=XLA_PROFILER)
+        profiler=XLA_PROFILER, standalone=XLA_STANDALONE)
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)
@@ -353,6 +355,15 @@ class XlaBackend(Backend):
         compiled, _ = runner.executable(len(request.batch))
         return profile_executable(runner.run, request.batch, compiled.as_text(), request.runs,
                                   request.out_dir)
+
+    def bundle_extras(self, runner: Runner, artifact: Artifact) -> BundleExtras:
+        """The runner's function serialised by jax.export (:mod:`dse.backends._xla_bundle`)."""
+        from dse.backends._xla_bundle import xla_bundle_extras
+
+        if not isinstance(runner, XlaRunner) or runner._device is None:
+            raise BuildError(f"xla exports the open runners it compiled, got {runner!r}")
+        return xla_bundle_extras(runner._graph, runner._weights, runner._settings,
+                                 (runner.batch_size, *runner._input_shape), runner._device.platform)
 
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:

@@ -1,5 +1,5 @@
-"""The `dse` command line: run | calibrate | validate | report | profile | schema | devices |
-worker | cluster.
+"""The `dse` command line: run | calibrate | validate | report | profile | export | verify |
+schema | devices | worker | cluster.
 
 Each group of commands is a module of this package; this one gathers them into one typer app and
 is the entry point (the ``dse`` script and ``python -m dse.cli``).
@@ -11,6 +11,7 @@ import sys
 
 import typer
 
+from dse.cli.bundle_commands import export, verify
 from dse.cli.campaign_commands import calibrate, report_cmd, run
 from dse.cli.common import EXIT_SPEC
 from dse.cli.farm_commands import cluster_app, devices, worker
@@ -30,6 +31,8 @@ app.command()(run)
 app.command()(calibrate)
 app.command("report")(report_cmd)
 app.command()(profile)
+app.command()(export)
+app.command()(verify)
 app.add_typer(cluster_app, name="cluster")
 app.command()(worker)
 app.command()(devices)

@@ -149,7 +149,8 @@ def _serve_dashboards(experiment: Experiment, port: int, refresh: float) -> None
     if storage.started():
         write_report(experiment)  # the tables current too, not only the page
     server = DashboardServer(experiment.dashboard_path.parent,
-                             [LiveCampaign(experiment.run_dir, experiment.name, storage)],
+                             [LiveCampaign(experiment.run_dir, experiment.name, storage,
+                                           experiment.path)],
                              port=port, refresh_seconds=refresh)
     console = plain_console()
     console.print(f"serving {experiment.dashboard_path.parent} on {server.url} (this machine "

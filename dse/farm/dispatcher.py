@@ -26,7 +26,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dse.candidate import Candidate
 from dse.exceptions import DeviceError
@@ -42,9 +42,6 @@ from dse.farm.resources import device_resource
 from dse.farm.screening import Screening
 from dse.measurement import Measurement
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
-
-if TYPE_CHECKING:
-    from dse.profiling.session import DeviceProfile, ProfileSettings
 
 # How long a freshly created worker may take to start before it is given up on (Ray starts a
 # process and imports dse; a worker on a node that has gone never starts at all).
@@ -373,10 +370,12 @@ class Dispatcher:
             results.append({"profile": device.profile, **done})
         return results
 
-    def profile_candidate(self, profile_name: str, candidate: Candidate, training: TrainingSpec,
-                settings: ProfileSettings, timeout_s: float) -> DeviceProfile | str:
-        """Profile ``candidate`` on a device of ``profile_name`` (``DeviceWorker.profile_candidate``) and
-        wait for it; the reason, in one line, when no device of it answers in ``timeout_s``."""
+    def one_call(self, profile_name: str, method: str, args: tuple[Any, ...],
+                 timeout_s: float) -> Any:
+        """Call ``DeviceWorker.<method>(*args)`` on one device of ``profile_name`` (one worker
+        started, without the campaign's warm-up) and wait for it: ``dse profile``, ``export``
+        and ``verify``. The worker's answer, or the reason, in one line, when no device of the
+        profile answers in ``timeout_s``."""
         import ray
 
         self.start(one_job=True)
@@ -385,15 +384,13 @@ class Dispatcher:
         if device is None:
             return f"no device of profile {profile_name!r} has joined the farm"
         try:
-            result: DeviceProfile | str = ray.get(
-                device.actor.profile_candidate.remote(candidate, training, settings), timeout=timeout_s)
+            return ray.get(getattr(device.actor, method).remote(*args), timeout=timeout_s)
         except (ray.exceptions.RayError, TimeoutError) as exc:
             # A task error's own first line is Ray's banner; the worker's exception says why.
             cause = getattr(exc, "cause", None) or exc
             text = str(cause).strip()
             return f"device {device.device_id}: {type(cause).__name__}: " \
                    f"{text.splitlines()[0][:300] if text else 'no message'}"
-        return result
 
     def cancel(self) -> None:
         """Stop whatever is in flight (on Ctrl-C): kill every worker and forget the queues; a new

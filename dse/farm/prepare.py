@@ -56,6 +56,10 @@ class PreparedCandidate:
     first), for ``memory_model_mb``."""
     artifact: Artifact | None = None
     """What the runner was compiled from (``dse profile`` builds profiled siblings of it)."""
+    model: CandidateModel | None = None
+    """The model before deployment: its inputs, labels and fp32 reference (``dse export``)."""
+    outputs: np.ndarray | None = None
+    """The runner's outputs on ``model.eval_x``, as scored."""
 
 
 def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: HardwareProfile,
@@ -74,6 +78,14 @@ def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: Har
         model = onnx_file_model(candidate, training, cache)
     else:
         model = torch_model(candidate, training, cache_dir, cache)
+    return deploy_model(candidate, model, backend, profile)
+
+
+def deploy_model(candidate: Candidate, model: CandidateModel, backend: Backend,
+                 profile: HardwareProfile) -> PreparedCandidate:
+    """Compile ``model``'s artifact for ``profile`` and score the runner on the model's inputs:
+    a campaign's trial (:func:`prepare_candidate`) and an exported bundle's verification alike.
+    BuildError when the runner fails on them or its outputs are not finite."""
     backend.start_runtime(profile)
     # The baseline of the model's footprint: what the process holds before the runner exists.
     trim_heap()
@@ -135,7 +147,7 @@ def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: Har
     provenance.update({"arch_id": candidate.arch_id, "artifact_format": model.artifact.format,
                        "artifact_path": str(model.artifact.path or "")})
     return PreparedCandidate(runner, _example_batch(model.eval_x, candidate.batch_size), metrics,
-                             provenance, missing, rss_before, model.artifact)
+                             provenance, missing, rss_before, model.artifact, model, deployed)
 
 
 def _graph_metrics(model: CandidateModel, batch_size: int, missing: dict[str, str],

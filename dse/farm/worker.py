@@ -32,6 +32,7 @@ from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 
 if TYPE_CHECKING:
     # Only for the annotation: prepare pulls in torch-side modules the actor loads lazily.
+    from dse.deploy.exported import ExportedModel, VerifiedModel, VerifyRequest
     from dse.farm.prepare import PreparedCandidate
     from dse.profiling.session import DeviceProfile, ProfileSettings
 
@@ -215,6 +216,59 @@ class DeviceWorker:
             return f"the candidate failed while profiled: {type(exc).__name__}: {exc}"
         finally:
             prepared.runner.close()
+
+    def export_candidate(self, candidate: Candidate, training: TrainingSpec) -> ExportedModel | str:
+        """Rebuild ``candidate`` (from the caches, as it was measured) and hand back what an
+        exported bundle holds (:func:`dse.farm.bundle_jobs.export_prepared`); the reason, in one
+        line, when it cannot be built."""
+        from dse.farm.bundle_jobs import export_prepared
+        from dse.farm.prepare import prepare_candidate
+
+        try:
+            with self.node_lock.shared():
+                prepared = prepare_candidate(candidate, training, self.profile, self.cache_dir)
+        except BuildError as exc:
+            return f"the candidate could not be built: {exc}"
+        try:
+            return export_prepared(candidate, prepared, self.profile, self.run_to_run)
+        except BuildError as exc:
+            return f"the candidate could not be exported: {exc}"
+        finally:
+            prepared.runner.close()
+
+    def verify_bundle(self, request: VerifyRequest, measure: MeasureSpec) -> VerifiedModel | str:
+        """Deploy a bundle's model on this device and measure it by ``measure``, as a trial is
+        (probes, run-to-run calibration, node lock); the reason, in one line, when it cannot be
+        deployed or run."""
+        import shutil
+
+        from dse.build.fingerprint import device_fingerprint
+        from dse.deploy.exported import VerifiedModel
+        from dse.farm.bundle_jobs import compare_outputs, verify_prepared_model
+
+        try:
+            with self.node_lock.shared():
+                prepared, folder = verify_prepared_model(request, self.profile,
+                                                         self.cache_dir / "verify")
+        except BuildError as exc:
+            return f"the bundle's model could not be deployed: {exc}"
+        try:
+            diff, agree = compare_outputs(request, prepared)
+            # The intervals' floor: this device's own calibration, else the exporting device's.
+            floor, note = self.run_to_run, self.run_to_run_note
+            if floor is None and request.run_to_run is not None:
+                floor = request.run_to_run
+                note = f"from the bundle: {floor.describe()}"
+            with self.node_lock.exclusive():
+                measurement = measure_prepared(
+                    request.candidate, prepared, measure, _trial_provenance(self.host),
+                    probes=self.probes, run_to_run=floor, run_to_run_note=note)
+            return VerifiedModel(measurement, diff, agree, device_fingerprint())
+        except (BuildError, MeasurementError, RuntimeError, MemoryError) as exc:
+            return f"the bundle's model failed while measured: {type(exc).__name__}: {exc}"
+        finally:
+            prepared.runner.close()
+            shutil.rmtree(folder, ignore_errors=True)
 
     def _screen_then_measure(self, candidate: Candidate, prepared: PreparedCandidate,
                              measure: MeasureSpec, provenance: dict[str, str],

@@ -90,6 +90,22 @@ class Conversion:
 
 
 @dataclass(frozen=True)
+class Standalone:
+    """How an exported bundle's ``run.py`` runs the backend's model with only its runtime
+    installed (``dse export``).
+
+    Attributes:
+        script: the module of ``dse.backends.run_scripts`` (its file name less ``.py``) whose
+            ``load(settings, folder)`` returns a function of one batch; it imports no dse.
+        requirements: the distributions ``run.py`` needs, as ``requirements.txt`` lists them
+            (pinned to the versions the bundle was exported with where installed).
+    """
+
+    script: str
+    requirements: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class BackendDeclaration:
     """Everything about a backend that is known without its runtime.
 
@@ -112,6 +128,8 @@ class BackendDeclaration:
         summary: one line for listings.
         profiler: the per-operator profiler its ``Backend.profile_ops`` runs (``dse profile``),
             or "" when it has none.
+        standalone: how an exported bundle's ``run.py`` runs it without dse (``dse export``), or
+            None when it cannot.
     """
 
     name: str
@@ -127,6 +145,7 @@ class BackendDeclaration:
     extra: str = ""
     summary: str = ""
     profiler: str = ""
+    standalone: Standalone | None = None
 
     def __post_init__(self) -> None:
         if self.thread_knob not in self.knobs:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -151,13 +152,32 @@ def dashboard_html(info: DashboardInfo, title: str | None = None) -> str:
 
 
 def write_dashboard(run_dir: Path, out_path: Path, title: str | None = None,
-                    storage: CampaignStorage | None = None) -> Path:
+                    storage: CampaignStorage | None = None,
+                    experiment: Path | None = None) -> Path:
     """Write the dashboard of the campaign in ``run_dir`` (its study in ``storage``, by default
     where the run folder says) to ``out_path`` (atomically, so a browser reloading during a run
-    never sees half a page); returns ``out_path``."""
+    never sees half a page); returns ``out_path``. With ``experiment`` (its YAML file), each
+    front row has its ``dse export`` command."""
     info = with_profile_links(dashboard_info(load_campaign(run_dir, storage), run_dir),
                               out_path.parent)
+    if experiment is not None:
+        info = info._replace(front=with_export_commands(info.front, experiment,
+                                                        info.summary.campaign))
     return atomic_write_text(out_path, dashboard_html(info, title))
+
+
+def with_export_commands(front: TableInfo, experiment: Path, campaign: str) -> TableInfo:
+    """The front table with each row's ``dse export`` command: its trial and device, and a
+    bundle folder named after them beside the current folder."""
+    if front.empty_reason is not None or not {"trial", "device"} <= set(front.columns):
+        return front
+    trial, device = front.columns.index("trial"), front.columns.index("device")
+    commands = [
+        shlex.join(["dse", "export", str(experiment), "--trial", row[trial], "--device",
+                    row[device], "--out",
+                    f"bundles/{campaign}-{row[device]}-trial-{int(row[trial]):05d}"])
+        if row[trial].isdigit() else "" for row in front.rows]
+    return front._replace(commands=commands)
 
 
 def with_profile_links(info: DashboardInfo, dashboards_dir: Path) -> DashboardInfo:

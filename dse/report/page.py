@@ -75,15 +75,19 @@ def table_html(table: TableInfo) -> str:
     if table.empty_reason is not None:
         return message_html(table.empty_reason)
     columns = [*table.columns, *(["profile"] if table.links is not None else []),
+               *(["export"] if table.commands is not None else []),
                *(["deploy (YAML)"] if table.deploy_yaml is not None else [])]
     head = "".join(f"<th>{html.escape(column)}</th>" for column in columns)
     configs = table.deploy_yaml if table.deploy_yaml is not None else [None] * len(table.rows)
     links = table.links if table.links is not None else [None] * len(table.rows)
+    commands = table.commands if table.commands is not None else [None] * len(table.rows)
     body = "\n".join(
         "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row)
         + ("" if link is None else _link_cell(link))
+        + ("" if command is None else _command_cell(command))
         + ("" if config is None else _yaml_cell(config)) + "</tr>"
-        for row, link, config in zip(table.rows, links, configs, strict=True))
+        for row, link, command, config in zip(table.rows, links, commands, configs,
+                                              strict=True))
     note = "" if not table.note else "\n" + message_html(table.note, kind="note")
     # The table scrolls in its own box, so a wide one (every metric) does not widen the page
     # and its head stays in view.
@@ -104,6 +108,14 @@ def comparison_html(comparison: DeviceComparisonInfo) -> str:
 def _link_cell(href: str) -> str:
     """A link to the row's profile page ('' for none). ``href`` is a relative address, quoted."""
     return f'<td><a href="{html.escape(href)}">profile</a></td>' if href else "<td></td>"
+
+
+def _command_cell(command: str) -> str:
+    """The row's ``dse export`` command, folded like the YAML ('' for none)."""
+    if not command:
+        return "<td></td>"
+    return (f'<td class="yaml"><details><summary>dse export</summary>'
+            f"<pre>{html.escape(command)}</pre></details></td>")
 
 
 def _yaml_cell(text: str) -> str:

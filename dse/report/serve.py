@@ -68,6 +68,8 @@ class LiveCampaign:
     storage: CampaignStorage | None = None
     """Where the study lives (the experiment's ``storage:``); by default where the run folder
     says."""
+    experiment: Path | None = None
+    """The experiment's YAML file, for the front table's ``dse export`` commands."""
 
     @property
     def name(self) -> str:
@@ -176,7 +178,7 @@ class DashboardServer:
         try:
             storage = campaign.chosen_storage()
             write_dashboard(campaign.run_dir, self.page_path(campaign.name), title=campaign.title,
-                            storage=storage)
+                            storage=storage, experiment=campaign.experiment)
             watch.running = has_running_trials(storage, campaign.name)
         except _STUDY_READ_ERRORS as exc:
             self._log_error(watch, exc)

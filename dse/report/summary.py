@@ -63,6 +63,9 @@ class TableInfo(NamedTuple):
     links: list[str] | None = None
     """Per row, the relative address of its trial's profile page ('' for none), shown as a column
     of links (before the YAML one); None for a table without it."""
+    commands: list[str] | None = None
+    """Per row, the ``dse export`` command that makes its trial a deployable bundle ('' for
+    none), shown before the YAML; None for a table without it."""
 
 
 class DeviceComparisonInfo(NamedTuple):

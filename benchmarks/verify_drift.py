@@ -1,0 +1,174 @@
+"""Does `dse verify` tell a regression from run-to-run noise?
+
+A campaign of the quickstart's CNN (one architecture, ONNX Runtime fp32 at batch 32, its threads
+left to the device: both cores here) is measured once on this machine's CPU and its trial
+exported with `dse export`. The bundle is then verified with `dse verify`, each in a fresh
+process as a CI job runs it, ROUNDS times on this quiet machine, interleaved with two slowed
+verifications per round:
+
+- threads: on a device profile like the exporting one but with `max_threads: 1` (a smaller
+  thread budget on the target: the same runner, forced to fewer threads);
+- hog: on the exporting profile while two busy-looping processes take both cores.
+
+Prints every verification's verdict, p50 and seconds, the machine's load, and
+
+    BENCH verify_false_regressions <quiet verifications that said regressed (target 0)>
+    BENCH verify_detected <share of slowed verifications that said regressed (target 1)>
+    BENCH verify_slowdown_ratio <median slowed p50 / median quiet p50, same run>
+    BENCH verify_seconds <median wall seconds of a quiet `dse verify`>
+
+Usage: .venv/bin/python benchmarks/verify_drift.py [--rounds N] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROUNDS = 10
+PROFILE = """\
+name: {name}
+kind: cpu
+backends: [onnxruntime]
+precisions: [fp32]
+telemetry: [process_memory]
+{extra}"""
+
+
+def write_campaign(root: Path) -> Path:
+    for folder in ("search_spaces", "hw_profiles", "experiments"):
+        (root / folder).mkdir(parents=True)
+    (root / "search_spaces" / "bench.yaml").write_text("""\
+name: verify-bench
+model:
+  family: cnn
+  dataset: digits
+  arch: {num_stages: [2], depth: [2], width_mult: [1.0], kernel_size: [3], expand_ratio: [4]}
+training: {epochs: 8, batch_size: 128, learning_rate: 0.02, seed: 0}
+deployment:
+  backends:
+    onnxruntime: {}
+  precisions: [fp32]
+  batch_sizes: [32]
+objectives:
+  - metric: accuracy
+  - metric: latency_p50_ms
+""")
+    (root / "hw_profiles" / "local-cpu.yaml").write_text(PROFILE.format(name="local-cpu",
+                                                                         extra=""))
+    (root / "hw_profiles" / "one-thread.yaml").write_text(
+        PROFILE.format(name="local-cpu-one-thread", extra="max_threads: 1\n"))
+    (root / "experiments" / "bench.yaml").write_text("""\
+name: verify-bench
+search_space: ../search_spaces/bench.yaml
+devices: [../hw_profiles/local-cpu.yaml]
+sampler: {name: grid}
+budget: {trials: 1}
+measurement: {max_seconds: 1.0}
+""")
+    return root / "experiments" / "bench.yaml"
+
+
+def _dse(args: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "dse.cli", *args], cwd=cwd, text=True,
+                          capture_output=True, timeout=900)
+    return time.perf_counter() - start, done
+
+
+@contextmanager
+def hog(processes: int) -> Iterator[None]:
+    """Busy-looping processes, one per core, for the length of the block."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(processes)]
+    try:
+        yield
+    finally:
+        for process in hogs:
+            process.kill()
+            process.wait()
+
+
+def verify(bundle: Path, root: Path, report: Path, *extra: str) -> dict[str, Any]:
+    took, done = _dse(["verify", str(bundle), "--report", str(report),
+                       "--cache-dir", str(root / "verify-cache"), *extra], root)
+    if done.returncode not in (0, 1):
+        sys.exit(f"dse verify failed: {done.stderr.strip()}")
+    found = json.loads(report.read_text())
+    p50 = found["measured"].get("latency_p50_ms")
+    return {"seconds": took, "verdict": found["verdict"], "p50": p50,
+            "exit": done.returncode, "quality": found["measurement_quality"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--keep", type=Path, default=None, help="Keep the campaign here.")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="dse-verify-bench-"))
+    experiment = write_campaign(root)
+    took, done = _dse(["run", str(experiment), "--no-report"], root)
+    if done.returncode != 0:
+        sys.exit(f"the campaign failed: {done.stderr.strip().splitlines()[-1:]}")
+    bundle = root / "bundle"
+    _, done = _dse(["export", str(experiment), "--trial", "0", "--out", str(bundle)], root)
+    if done.returncode != 0:
+        sys.exit(f"dse export failed: {done.stderr.strip()}")
+    recorded = json.loads((bundle / "measurements.json").read_text())["metrics"]
+    print(f"campaign measured in {took:.0f} s; recorded p50 {recorded['latency_p50_ms']:.4f} ms "
+          f"[{recorded['latency_p50_ci_low_ms']:.4f}, {recorded['latency_p50_ci_high_ms']:.4f}]")
+    cores = os.cpu_count() or 1
+    quiet: list[dict[str, Any]] = []
+    slowed: list[dict[str, Any]] = []
+    for round_ in range(args.rounds):
+        report = root / f"report-{round_}"
+        # The 1-minute load average as each quiet verification starts: above 0.75 per core, the
+        # machine was busy with other work (the hog rounds' own load decays within a minute).
+        load = os.getloadavg()[0]
+        quiet.append({"load": load, **verify(bundle, root, report.with_suffix(".quiet.json"))})
+        slowed.append({"how": "threads", **verify(
+            bundle, root, report.with_suffix(".threads.json"), "--profile",
+            str(root / "hw_profiles" / "one-thread.yaml"))})
+        with hog(cores):
+            slowed.append({"how": "hog", **verify(bundle, root,
+                                                  report.with_suffix(".hog.json"))})
+        for found in (quiet[-1], *slowed[-2:]):
+            print(f"round {round_ + 1} {found.get('how', 'quiet'):<7} {found['verdict']:<9} "
+                  f"p50 {found['p50']:.4f} ms ({found['quality']}), {found['seconds']:.1f} s"
+                  + (f", load {found['load']:.2f}" if "load" in found else ""))
+    busy = [found for found in quiet if found["load"] > 0.75 * cores]
+    print(f"{len(busy)} of {len(quiet)} quiet verifications started on a busy machine (load "
+          f"above {0.75 * cores:.1f} on {cores} cores)"
+          + (": their figures include other work" if busy else ": the machine was quiet"))
+    false_alarms = sum(found["verdict"] == "regressed" for found in quiet)
+    caught = [found["verdict"] == "regressed" for found in slowed]
+    for how in ("threads", "hog"):
+        mine = [f for f in slowed if f["how"] == how]
+        print(f"{how}: {sum(f['verdict'] == 'regressed' for f in mine)} of {len(mine)} caught, "
+              f"median p50 {statistics.median(f['p50'] for f in mine):.4f} ms")
+    quiet_p50 = statistics.median(found["p50"] for found in quiet)
+    print(f"quiet: median p50 {quiet_p50:.4f} ms, verdicts "
+          f"{[found['verdict'] for found in quiet]}")
+    print(f"BENCH verify_false_regressions {false_alarms}")
+    print(f"BENCH verify_detected {sum(caught) / len(caught):.2f}")
+    print(f"BENCH verify_slowdown_ratio "
+          f"{statistics.median(found['p50'] for found in slowed) / quiet_p50:.2f}")
+    print(f"BENCH verify_seconds {statistics.median(found['seconds'] for found in quiet):.2f}")
+    if args.keep is not None:
+        shutil.copytree(root, args.keep, dirs_exist_ok=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

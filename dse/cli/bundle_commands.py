@@ -1,0 +1,124 @@
+"""``dse export`` (a measured trial as a deployable bundle) and ``dse verify`` (a bundle measured
+again on a device and compared with its recorded measurement; exit 0 pass, 1 regressed)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from dse.cli.common import AddressOption, fail, plain_console, stop_signals_like_ctrl_c, stopped_by
+from dse.deploy.compare import DEFAULT_ACCURACY_TOLERANCE, DEFAULT_TOLERANCE
+from dse.exceptions import DseError, interrupt_exit_code
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from dse.bundle_verify import VerifyReport
+
+
+def export(
+        experiment: Annotated[Path, typer.Argument(help="Campaign YAML (experiments/X.yaml).")],
+        trial: Annotated[int, typer.Option(min=0, help="The trial's number in the device's "
+                                                       "study (the dashboard's trial column).")],
+        out: Annotated[Path, typer.Option(help="The bundle's folder (new or empty).")],
+        device: Annotated[str | None, typer.Option(
+            help="Device profile name; needed when the campaign has several.")] = None,
+        force: Annotated[bool, typer.Option(help="Replace a bundle already at --out.")] = False,
+        address: AddressOption = None) -> None:
+    """Export a measured trial as a deployable bundle: the artifact as measured, its
+    deployment settings, measurements, a standalone run.py and a SHA-256 manifest."""
+    from dse.bundle_export import export as export_trial
+
+    console = plain_console()
+    stop_signals_like_ctrl_c()
+    try:
+        bundle = export_trial(experiment, trial, out, device=device, address=address,
+                              force=force)
+    except DseError as exc:
+        raise fail(exc) from None
+    except KeyboardInterrupt as exc:
+        console.print(f"{stopped_by(exc)}: no bundle was written", markup=False)
+        raise typer.Exit(interrupt_exit_code(exc)) from None
+    d = bundle.deployment
+    stack = d["deployment"]
+    say = _sayer(console)
+    say(f"trial {d['trial']} on {d['device']['profile']}: {stack['backend']} "
+        f"{stack['precision']} batch {stack['batch_size']} -> {bundle.folder}")
+    say(f"  {d['artifact']['file']} ({d['artifact']['bytes']:,} bytes, sha256 "
+        f"{d['artifact']['sha256'][:12]}), {len(bundle.files)} files in the manifest")
+    for note in d.get("notes", []):
+        say(f"  note: {note}")
+    if d.get("standalone"):
+        say(f"  run it without dse: cd {bundle.folder} && pip install -r requirements.txt && "
+            f"python run.py")
+    say(f"  check it later: dse verify {bundle.folder}")
+
+
+def verify(
+        bundle: Annotated[Path, typer.Argument(help="The bundle's folder (from dse export).")],
+        profile: Annotated[Path | None, typer.Option(
+            help="Device profile YAML to verify on (default: the bundle's own).")] = None,
+        tolerance: Annotated[float, typer.Option(
+            min=0.0, help="Relative latency change that counts (0.1 = 10 %).")]
+        = DEFAULT_TOLERANCE,
+        accuracy_tolerance: Annotated[float, typer.Option(
+            min=0.0, max=1.0, help="Accuracy drop that counts (0.01 = one point).")]
+        = DEFAULT_ACCURACY_TOLERANCE,
+        cache_dir: Annotated[Path | None, typer.Option(
+            help="Worker cache (device artifacts, run-to-run calibration).")] = None,
+        report: Annotated[Path | None, typer.Option(
+            help="JSON report path (default: <bundle>/verify/<time>-<profile>.json).")] = None,
+        address: AddressOption = None) -> None:
+    """Deploy a bundle on a device of a profile, measure it as its trial was measured and
+    compare: exit 0 when it performs as recorded (or better), 1 when it regressed or failed."""
+    from dse.bundle_verify import verify as verify_bundle
+
+    console = plain_console()
+    stop_signals_like_ctrl_c()
+    try:
+        found = verify_bundle(bundle, profile=profile, address=address, tolerance=tolerance,
+                              accuracy_tolerance=accuracy_tolerance, cache_dir=cache_dir,
+                              report=report)
+    except DseError as exc:
+        raise fail(exc) from None
+    except KeyboardInterrupt as exc:
+        console.print(f"{stopped_by(exc)}: nothing was verified", markup=False)
+        raise typer.Exit(interrupt_exit_code(exc)) from None
+    print_report(console, found)
+    raise typer.Exit(found.exit_code)
+
+
+def _sayer(console: Console) -> Callable[[str], None]:
+    def say(text: str) -> None:
+        console.print(text, markup=False, soft_wrap=True)
+
+    return say
+
+
+def _figure(value: float | None, ci: tuple[float, float] | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.4g}" + (f" [{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "")
+
+
+def print_report(console: Console, found: VerifyReport) -> None:
+    """What ``dse verify`` prints: the verdict, each check with its reasoning, the notes."""
+    say = _sayer(console)
+    say(f"{found.verdict.upper()}: {found.bundle} on {found.device}"
+        + (f" ({found.device_id})" if found.device_id else ""))
+    if found.reason:
+        say(f"  {found.reason}")
+    for check in found.checks:
+        say(f"  {check.verdict:<9} {check.metric}: {_figure(check.recorded, check.recorded_ci)}"
+            f" -> {_figure(check.measured, check.measured_ci)}: {check.why}")
+    if found.max_abs_diff is not None:
+        say(f"  outputs on the bundle's inputs: max |diff| {found.max_abs_diff:.3g} from those "
+            f"recorded, same top output on {found.decisions_agree:.1%}")
+    if found.measurement_quality:
+        say(f"  measurement quality: {found.measurement_quality}")
+    for note in found.notes:
+        say(f"  note: {note}")
+    say(f"  report {found.report_file}")

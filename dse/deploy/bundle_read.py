@@ -1,0 +1,82 @@
+"""A bundle read back for ``dse verify``: its manifest checked first, then its deployment,
+measurements, artifact and data; a one-line DseError naming the bundle and what is wrong."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from dse.deploy import layout
+from dse.deploy.exported import CarriedData
+from dse.deploy.manifest import manifest_problems
+from dse.exceptions import DseError
+from dse.measure.run_to_run import RunToRun, load
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """An exported bundle whose files match its manifest."""
+
+    folder: Path
+    deployment: dict[str, Any]
+    measurements: dict[str, Any]
+    artifact: bytes
+    data: CarriedData
+    run_to_run: RunToRun | None = None
+
+    @property
+    def artifact_file(self) -> str:
+        return Path(str(self.deployment["artifact"]["file"])).name
+
+
+def read_bundle(folder: Path) -> Bundle:
+    """The bundle at ``folder``; DseError when it is not one, does not match its manifest or
+    has a file dse cannot read."""
+    if not folder.is_dir():
+        raise DseError(f"{folder}: no such bundle folder")
+    problems = manifest_problems(folder)
+    if problems:
+        shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more"
+                                           if len(problems) > 3 else "")
+        raise DseError(f"{folder}: the bundle does not match its manifest: {shown}")
+    deployment = _yaml(folder, layout.DEPLOYMENT)
+    if deployment.get("format") != layout.FORMAT:
+        raise DseError(f"{folder / layout.DEPLOYMENT}: format {deployment.get('format')!r}; this "
+                       f"dse reads bundle format {layout.FORMAT}")
+    try:
+        measurements = json.loads((folder / layout.MEASUREMENTS).read_text())
+        artifact_file = folder / str(deployment["artifact"]["file"])
+        artifact = artifact_file.read_bytes()
+        labels = folder / layout.LABELS
+        data = CarriedData(np.load(folder / layout.INPUTS),
+                           np.load(labels) if labels.is_file() else None,
+                           np.load(folder / layout.REFERENCE), np.load(folder / layout.OUTPUTS))
+        for key in ("candidate", "deployment", "input", "measurement", "device"):
+            if not isinstance(deployment.get(key), dict):
+                raise KeyError(key)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        what = f"field {exc.args[0]!r} is missing" if isinstance(exc, KeyError) else \
+            f"{type(exc).__name__}: {exc}"
+        raise DseError(f"{folder}: not a readable bundle: {what}") from None
+    run_to_run = None
+    if (folder / layout.RUN_TO_RUN).is_file():
+        run_to_run, why = load(folder / layout.RUN_TO_RUN)
+        if run_to_run is None:
+            raise DseError(f"{folder}: {why}")
+    return Bundle(folder, deployment, measurements, artifact, data, run_to_run)
+
+
+def _yaml(folder: Path, name: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load((folder / name).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise DseError(f"{folder / name}: unreadable: {type(exc).__name__}: "
+                       f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+    if not isinstance(data, dict):
+        raise DseError(f"{folder / name}: expected a mapping")
+    return data

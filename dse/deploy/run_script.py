@@ -1,0 +1,42 @@
+"""A bundle's ``run.py``: the backend's ``load`` (``dse.backends.run_scripts``), the command line
+every bundle shares, and the settings recorded at export, joined into one file that imports no
+dse."""
+
+from __future__ import annotations
+
+import pprint
+from importlib import resources
+from typing import Any
+
+from dse.exceptions import DseError
+from dse.parts.backends import declaration
+
+_SCRIPTS = "dse.backends.run_scripts"
+
+
+def _part(name: str) -> str:
+    try:
+        return (resources.files(_SCRIPTS) / f"{name}.py").read_text()
+    except FileNotFoundError:
+        raise DseError(f"no run script {name!r} in {_SCRIPTS}") from None
+
+
+def render_run_script(backend: str, settings: dict[str, Any]) -> str:
+    """The text of ``run.py`` for a model deployed on ``backend`` with ``settings`` (the keys
+    ``_main`` and the backend's ``load`` read: ``backend``, ``precision``, ``batch_size``,
+    ``input_shape``, ``knobs``, ``threads``, ``model_file``, ``inputs_file``, and whatever the
+    backend's ``bundle_extras`` added). DseError when the backend has no standalone runner."""
+    standalone = declaration(backend).standalone
+    if standalone is None:
+        raise DseError(f"backend {backend!r} has no standalone run.py in dse")
+    header = (f'"""Run this bundle\'s model ({backend} {settings["precision"]}, batch '
+              f'{settings["batch_size"]}) with only its runtime installed:\n\n'
+              f'    pip install -r requirements.txt\n    python run.py --help\n\n'
+              f'Written by ``dse export``; the settings below are the ones it was measured '
+              f'with."""\n\n')
+    literal = pprint.pformat(settings, width=100, sort_dicts=True)
+    return (header + "# ruff: noqa\n# mypy: ignore-errors\n"
+            + f"SETTINGS = {literal}\n\n\n"
+            + _part(standalone.script).rstrip() + "\n\n\n"
+            + _part("_main").rstrip() + "\n\n\n"
+            + 'if __name__ == "__main__":\n    main(load, SETTINGS)\n')

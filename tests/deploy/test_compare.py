@@ -1,0 +1,84 @@
+"""The verdict of a verification, the manifest and requirements.txt, on plain numbers and files."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dse.deploy.compare import checked_latencies, compare, compare_accuracy, compare_latency
+from dse.deploy.manifest import manifest_problems, write_manifest
+from dse.deploy.standalone import requirements_text
+
+
+def _latency(p50: float, low: float, high: float) -> dict[str, float]:
+    return {"latency_p50_ms": p50, "latency_p50_ci_low_ms": low, "latency_p50_ci_high_ms": high}
+
+
+RECORDED = _latency(1.00, 0.98, 1.02)
+
+
+@pytest.mark.parametrize(("now", "verdict"), [
+    (_latency(1.30, 1.25, 1.35), "regressed"),   # +30 %, intervals apart
+    (_latency(1.05, 1.04, 1.06), "pass"),        # significant, but inside the 10 % tolerance
+    (_latency(1.30, 0.90, 1.70), "pass"),        # +30 %, but the intervals overlap: noise
+    (_latency(0.70, 0.68, 0.72), "improved"),
+    ({"latency_p50_ms": 1.5}, "regressed"),       # no interval now: the point itself
+])
+def test_a_latency_regresses_only_beyond_the_tolerance_and_both_intervals(
+        now: dict[str, float], verdict: str) -> None:
+    check = compare_latency("latency_p50_ms", RECORDED, now, tolerance=0.10)
+    assert check.verdict == verdict, check.why
+    assert check.change_pct == pytest.approx(100 * (now["latency_p50_ms"] - 1))
+
+
+def test_a_latency_missing_on_either_side_is_unchecked_not_passed() -> None:
+    check = compare_latency("latency_p99_ms", RECORDED, {"latency_p99_ms": 2.0}, 0.10)
+    assert (check.verdict, check.why) == ("unchecked", "no value recorded")
+
+
+def test_the_campaigns_latency_objectives_are_checked_beside_the_median() -> None:
+    assert checked_latencies(["accuracy", "latency_p99_ms"]) == ["latency_p50_ms",
+                                                                 "latency_p99_ms"]
+    assert checked_latencies(["throughput_sps"]) == ["latency_p50_ms"]
+
+
+def test_accuracy_drops_beyond_the_tolerance_regress() -> None:
+    assert compare_accuracy("accuracy", 0.95, 0.93, 0.01).verdict == "regressed"
+    assert compare_accuracy("accuracy", 0.95, 0.945, 0.01).verdict == "pass"
+
+
+def test_one_regression_decides_the_whole() -> None:
+    found = compare(RECORDED, _latency(0.5, 0.49, 0.51), ["latency_p50_ms"],
+                    scores={"accuracy": (0.95, 0.90)})
+    assert [c.verdict for c in found.checks] == ["improved", "regressed"]
+    assert found.verdict == "regressed"
+
+
+def test_the_manifest_names_an_altered_and_a_missing_file(tmp_path: Path) -> None:
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "model.onnx").write_bytes(b"graph")
+    (tmp_path / "run.py").write_text("print(1)\n")
+    write_manifest(tmp_path)
+    assert manifest_problems(tmp_path) == []
+    # sha256sum reads the same file.
+    assert subprocess.run(["sha256sum", "--quiet", "-c", "MANIFEST.sha256"],
+                          cwd=tmp_path).returncode == 0
+    (tmp_path / "verify").mkdir()
+    (tmp_path / "verify" / "report.json").write_text("{}")  # reports are not checked
+    (tmp_path / "model" / "model.onnx").write_bytes(b"grapH")
+    (tmp_path / "run.py").unlink()
+    assert manifest_problems(tmp_path) == [
+        "model/model.onnx was altered (its SHA-256 is not the manifest's)", "run.py is missing"]
+    (tmp_path / "MANIFEST.sha256").write_text("not a manifest line\n")
+    assert manifest_problems(tmp_path) == [
+        "MANIFEST.sha256 line 1 is not '<sha256>  <file>': 'not a manifest line'"]
+
+
+def test_requirements_pin_the_exported_versions_and_torch_s_own_index() -> None:
+    text = requirements_text(("executorch", "torch", "numpy", "absent-here"),
+                             {"executorch": "1.5.1", "torch": "2.13.0+cpu", "numpy": "2.4.6"})
+    assert text.splitlines() == ["--extra-index-url https://download.pytorch.org/whl/cpu",
+                                 "executorch==1.5.1", "torch==2.13.0+cpu", "numpy==2.4.6",
+                                 "absent-here"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,8 +46,10 @@ class VerifyReport:
 
     Attributes:
         bundle: the bundle's folder.
-        verdict: ``pass``, ``improved``, ``regressed``, or ``failed`` (the model could not be
-            deployed or measured on the device; ``reason`` says why).
+        verdict: ``pass``, ``improved``, ``regressed``, ``inconclusive`` (no check regressed,
+            but other work disturbed the measurement window even after re-measuring it: a busy
+            device cannot certify a pass), or ``failed`` (the model could not be deployed or
+            measured on the device); ``reason`` says why for the last two.
         checks: every metric compared (:class:`dse.deploy.compare.MetricCheck`).
         device: the verifying device's profile; ``device_id`` the device itself.
         measured: the metrics measured now; ``measurement_quality`` their quality label.
@@ -214,11 +217,20 @@ def _judged(found: Bundle, device: HardwareProfile, result: VerifiedModel, toler
                if str(then) != str(result.fingerprint.get(key, "absent"))}
     provenance = result.measurement.provenance
     notes = _notes(found, changes, provenance)
+    verdict: str = comparison.verdict
+    reason = ""
+    if verdict != "regressed" and "disturbed" in provenance.get("measurement_flags", ""):
+        verdict = "inconclusive"
+        reason = (f"other work on the device disturbed the measurement "
+                  f"({provenance.get('disturbance') or 'see its provenance'}) even after "
+                  f"re-measuring: a pass cannot be certified on a busy device; verify again "
+                  f"when it is quiet")
     return VerifyReport(
-        found.folder, comparison.verdict, comparison.checks, device.name,
-        provenance.get("device_id", ""), dict(measured),
+        found.folder, verdict, comparison.checks, device.name,
+        provenance.get("device_id", ""),
+        {k: v for k, v in measured.items() if isinstance(v, int | float) and math.isfinite(v)},
         provenance.get("measurement_quality", ""), result.max_abs_diff, result.decisions_agree,
-        changes, notes)
+        changes, notes, reason)
 
 
 def _notes(found: Bundle, changes: dict[str, list[str]], provenance: dict[str, str]) -> list[str]:
@@ -235,9 +247,8 @@ def _notes(found: Bundle, changes: dict[str, list[str]], provenance: dict[str, s
                      f"builds for a device (engines, tuned schedules, caches) was rebuilt for "
                      f"this one, not reused")
     if provenance.get("disturbed") == "True":
-        notes.append(f"the measurement window was disturbed ({provenance.get('disturbance')}): "
-                     f"other work on the device may explain a regression; verify again when it "
-                     f"is quiet")
+        notes.append("the measurement window was disturbed: other work on the device may "
+                     "explain a slower figure; verify again when it is quiet")
     if provenance.get("run_to_run", "").startswith("not calibrated"):
         notes.append("intervals are within this run only: the device has no run-to-run "
                      "calibration in this cache (dse calibrate; --cache-dir)")

@@ -73,7 +73,8 @@ def verify(
             help="JSON report path (default: <bundle>/verify/<time>-<profile>.json).")] = None,
         address: AddressOption = None) -> None:
     """Deploy a bundle on a device of a profile, measure it as its trial was measured and
-    compare: exit 0 when it performs as recorded (or better), 1 when it regressed or failed."""
+    compare: exit 0 when it performs as recorded (or better), 1 when it regressed, failed, or a
+    busy device left it inconclusive."""
     from dse.bundle_verify import verify as verify_bundle
 
     console = plain_console()

@@ -82,3 +82,40 @@ def test_requirements_pin_the_exported_versions_and_torch_s_own_index() -> None:
     assert text.splitlines() == ["--extra-index-url https://download.pytorch.org/whl/cpu",
                                  "executorch==1.5.1", "torch==2.13.0+cpu", "numpy==2.4.6",
                                  "absent-here"]
+
+
+def _judged(flags: str, p50_now: float) -> tuple[str, str]:
+    """The verdict ``dse verify`` gives a measurement with these quality flags."""
+    import numpy as np
+
+    from dse.bundle_verify import _judged as judged
+    from dse.deploy.bundle_read import Bundle
+    from dse.deploy.exported import CarriedData, VerifiedModel
+    from dse.measurement import Measurement
+    from dse.spec import HardwareProfile
+
+    zeros = np.zeros((2, 3), dtype=np.float32)
+    bundle = Bundle(Path("b"), {"deployment": {"backend": "onnxruntime"},
+                                "artifact": {"file": "model/model.onnx"},
+                                "device": {"fingerprint": {}}},
+                    {"metrics": RECORDED, "objectives": ["latency_p50_ms"]}, b"",
+                    CarriedData(zeros, None, zeros, zeros))
+    now = _latency(p50_now, p50_now * 0.99, p50_now * 1.01)
+    measurement = Measurement("c", "ok", metrics=now,
+                              provenance={"measurement_flags": flags, "disturbed":
+                                          str("disturbed" in flags),
+                                          "disturbance": "other processes used 50%"})
+    profile = HardwareProfile(name="local-cpu", kind="cpu", backends=["onnxruntime"],
+                              precisions=["fp32"])
+    found = judged(bundle, profile, VerifiedModel(measurement, 0.0, 1.0, {}), 0.10, 0.01)
+    return found.verdict, found.reason
+
+
+def test_a_disturbed_window_cannot_certify_a_pass() -> None:
+    """Other work took the device's CPU even after re-measuring: a pass would certify nothing
+    (the measured figure may hide a regression), so the verdict is inconclusive, exit 1; a
+    regression measured on a busy device is still reported as one."""
+    verdict, reason = _judged("disturbed", 1.0)
+    assert verdict == "inconclusive" and "other processes used 50%" in reason
+    assert _judged("disturbed", 2.0)[0] == "regressed"
+    assert _judged("underpowered", 1.0) == ("pass", "")

@@ -278,3 +278,21 @@ def test_the_dashboards_export_command_makes_the_bundle(measured: Path, tmp_path
     out = tmp_path / args[args.index("--out") + 1]
     assert (out / "MANIFEST.sha256").is_file()
     assert f"check it later: dse verify {out}" in done.stdout
+
+
+def test_a_model_the_device_cannot_load_fails_verification(bundles: dict[str, Path],
+                                                           tmp_path: Path) -> None:
+    """A bundle whose ONNX file (manifest and all) is not a model ONNX Runtime loads: verdict
+    failed with the runtime's reason, exit 1, and a report."""
+    from dse import verify
+    from dse.deploy.manifest import write_manifest
+
+    copy = tmp_path / "broken"
+    shutil.copytree(bundles["onnxruntime-fp32"], copy)
+    (copy / "model" / "model.onnx").write_bytes(b"not an onnx graph")
+    write_manifest(copy)
+    found = verify(copy, cache_dir=tmp_path / "cache")
+    assert (found.verdict, found.exit_code, found.checks) == ("failed", 1, [])
+    assert found.reason.startswith("the bundle's model could not be deployed: onnxruntime "
+                                   "could not load model.onnx"), found.reason
+    assert found.report_file is not None and found.report_file.is_file()

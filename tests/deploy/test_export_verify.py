@@ -296,3 +296,25 @@ def test_a_model_the_device_cannot_load_fails_verification(bundles: dict[str, Pa
     assert found.reason.startswith("the bundle's model could not be deployed: onnxruntime "
                                    "could not load model.onnx"), found.reason
     assert found.report_file is not None and found.report_file.is_file()
+
+
+def test_a_device_with_another_fingerprint_is_named_in_the_report(bundles: dict[str, Path],
+                                                                  tmp_path: Path) -> None:
+    """Exported where another ONNX Runtime was installed: the report names the entry, then and
+    now, and says the artifact was built for this device rather than reused."""
+    from dse import verify
+    from dse.deploy.manifest import write_manifest
+
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(bundles["onnxruntime-fp32"], copy)
+    path = copy / "deployment.yaml"
+    deployment = yaml.safe_load(path.read_text())
+    now = deployment["device"]["fingerprint"]["onnxruntime"]
+    deployment["device"]["fingerprint"]["onnxruntime"] = "onnxruntime==1.0.0"
+    path.write_text(yaml.safe_dump(deployment, sort_keys=False))
+    write_manifest(copy)
+    found = verify(copy, cache_dir=tmp_path / "cache", tolerance=0.5)
+    assert found.fingerprint_changes == {"onnxruntime": ["onnxruntime==1.0.0", now]}
+    (note,) = [n for n in found.notes if n.startswith("this device differs")]
+    assert f"(onnxruntime: onnxruntime==1.0.0 -> {now}): onnxruntime built the bundle's " \
+           f"model/model.onnx here" in note

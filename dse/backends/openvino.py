@@ -50,6 +50,7 @@ from dse.backends._openvino_kernels import (
     executed_kernels,
     precision_counts,
 )
+from dse.backends._openvino_properties import in_effect
 from dse.backends.base import Backend, Runner, default_threads, padded_batch, thread_knob
 from dse.backends.capabilities import FP8_CC
 from dse.backends.ort import choice_knob, onnx_path
@@ -180,7 +181,7 @@ class OpenVinoBackend(Backend):
             "backend": self.name, "backend_version": str(ov.__version__), "device": plan.device,
             "precision": artifact.precision,
             "device_full_name": str(core.get_property(plan.device, "FULL_DEVICE_NAME")),
-            **_in_effect(compiled, str(plan.config.get("INFERENCE_NUM_THREADS", "n/a"))),
+            **in_effect(compiled, str(plan.config.get("INFERENCE_NUM_THREADS", "n/a"))),
             "shape": f"static, batch {batch_size}",
             "nodes_by_precision": precision_counts(kernels),
             "compute_kernels": compute_kernel_counts(kernels)})
@@ -219,7 +220,7 @@ class OpenVinoBackend(Backend):
         return profile_compiled(profiled, feed, request.runs, request.out_dir,
                                 profiler=f"{PROFILER}, openvino {ov.__version__} ({plan.device})",
                                 averaging=averaging,
-                                in_effect=_in_effect(profiled, str(config.get(
+                                in_effect=in_effect(profiled, str(config.get(
                                     "INFERENCE_NUM_THREADS", "n/a"))))
 
     def _plan(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
@@ -372,33 +373,6 @@ def _profiled_kernels(core: Any, plan: _Plan, batch_size: int,
         raise BuildError(f"openvino: {plan.name} compiled for {plan.device} but failed on its "
                          f"first inference: {_first_line(exc)}") from exc
     return executed_kernels(request.profiling_info)
-
-
-def _in_effect(compiled: Any, threads_asked: str) -> dict[str, str]:
-    """describe()'s settings as the compiled model reports them, not as they were asked ("n/a"
-    for a property the device's plugin does not have)."""
-    supported = set(compiled.get_property("SUPPORTED_PROPERTIES"))
-
-    def read(key: str) -> str | None:
-        return _property_text(compiled.get_property(key)) if key in supported else None
-
-    return {"threads": read("INFERENCE_NUM_THREADS") or threads_asked,
-            "performance_hint": (read("PERFORMANCE_HINT") or "n/a").lower(),
-            "num_streams": read("NUM_STREAMS") or "n/a",
-            "optimal_infer_requests": read("OPTIMAL_NUMBER_OF_INFER_REQUESTS") or "n/a",
-            "inference_precision": read("INFERENCE_PRECISION_HINT") or "n/a",
-            "cpu_pinning": read("ENABLE_CPU_PINNING") or "n/a",
-            "execution_devices": ",".join(str(name) for name in
-                                          compiled.get_property("EXECUTION_DEVICES"))}
-
-
-def _property_text(value: Any) -> str:
-    """A property's value in words: an ``openvino.Type`` by its short name (``bf16``), an enum
-    by its member's name (``LATENCY``), anything else as ``str``."""
-    type_name = getattr(value, "get_type_name", None)
-    if callable(type_name):
-        return str(type_name())
-    return str(getattr(value, "name", value))
 
 
 @functools.cache

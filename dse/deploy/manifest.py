@@ -17,6 +17,8 @@ _LINE = re.compile(r"^([0-9a-f]{64}) [ *](.+)$")
 
 
 def file_sha256(path: Path) -> str:
+    """Every byte read, every time: an integrity check cannot use a digest remembered by size
+    and modification time (``dse.models.sources.file_sha256``), which an edit can keep."""
     digest = hashlib.sha256()
     with path.open("rb") as stream:
         for block in iter(lambda: stream.read(1 << 20), b""):

@@ -200,14 +200,11 @@ class DeviceWorker:
         """Rebuild ``candidate`` (from the caches) and profile it (:mod:`dse.profiling.session`)
         with nothing else of dse on the node, as for a measurement; the reason, in one line, when
         it cannot be built or run. Nothing is recorded on any study."""
-        from dse.farm.prepare import prepare_candidate
         from dse.profiling.session import profile_runner
 
-        try:
-            with self.node_lock.shared():
-                prepared = prepare_candidate(candidate, training, self.profile, self.cache_dir)
-        except BuildError as exc:
-            return f"the candidate could not be built: {exc}"
+        prepared = self._rebuilt(candidate, training)
+        if isinstance(prepared, str):
+            return prepared
         try:
             with self.node_lock.exclusive():
                 return profile_runner(prepared.runner, prepared.artifact, prepared.example,
@@ -217,18 +214,26 @@ class DeviceWorker:
         finally:
             prepared.runner.close()
 
+    def _rebuilt(self, candidate: Candidate, training: TrainingSpec) -> PreparedCandidate | str:
+        """``candidate`` built again from the caches, beside other builds but no measurement
+        (``dse profile``, ``dse export``); why not, in one line."""
+        from dse.farm.prepare import prepare_candidate
+
+        try:
+            with self.node_lock.shared():
+                return prepare_candidate(candidate, training, self.profile, self.cache_dir)
+        except BuildError as exc:
+            return f"the candidate could not be built: {exc}"
+
     def export_candidate(self, candidate: Candidate, training: TrainingSpec) -> ExportedModel | str:
         """Rebuild ``candidate`` (from the caches, as it was measured) and hand back what an
         exported bundle holds (:func:`dse.farm.bundle_jobs.export_prepared`); the reason, in one
         line, when it cannot be built."""
         from dse.farm.bundle_jobs import export_prepared
-        from dse.farm.prepare import prepare_candidate
 
-        try:
-            with self.node_lock.shared():
-                prepared = prepare_candidate(candidate, training, self.profile, self.cache_dir)
-        except BuildError as exc:
-            return f"the candidate could not be built: {exc}"
+        prepared = self._rebuilt(candidate, training)
+        if isinstance(prepared, str):
+            return prepared
         try:
             return export_prepared(candidate, prepared, self.profile, self.run_to_run)
         except BuildError as exc:

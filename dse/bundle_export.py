@@ -113,13 +113,14 @@ def export(experiment: Experiment | str | os.PathLike[str], trial: int,
     if not isinstance(experiment, Experiment):
         experiment = load_experiment(experiment)
     chosen = farm_device(experiment, device, "export")
-    frozen = measured_trial(experiment, chosen, trial, "export", full_only=True)
+    study = device_study(experiment, chosen)
+    frozen = measured_trial(experiment, study, chosen, trial, "export", full_only=True)
     try:
         candidate = Candidate.from_dict(dict(frozen.user_attrs["candidate"]))
     except TypeError as exc:  # recorded by a dse whose candidates had other fields
         raise DseError(f"{experiment.path}: trial {trial} on {chosen.name}: its recorded "
                        f"candidate does not fit this dse ({exc})") from None
-    recorded = _recorded(experiment, chosen, frozen)
+    recorded = _recorded(experiment, chosen, study, frozen)
     check_target(Path(out).resolve(), force)
     found = call_device(chosen, experiment.cache_dir, address or experiment.spec.farm.address,
                         "export_candidate", (candidate, experiment.space.training),
@@ -138,13 +139,12 @@ def export(experiment: Experiment | str | os.PathLike[str], trial: int,
     return ExportedBundle(folder, deployment, bundle_files(folder))
 
 
-def _recorded(experiment: Experiment, device: HardwareProfile,
+def _recorded(experiment: Experiment, device: HardwareProfile, study: optuna.Study,
               frozen: optuna.trial.FrozenTrial) -> RecordedTrial:
     """What the study and run folder hold about the trial (a reused result's from the trial
     that measured it)."""
     from dse.deploy.bundle_write import RecordedTrial
 
-    study = device_study(experiment, device)
     source = original_trial(study, frozen)
     attrs = frozen.user_attrs
     latency, why = _latency_samples(experiment.run_dir, source)

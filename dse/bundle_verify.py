@@ -184,22 +184,18 @@ def _profile(found: Bundle, path: str | os.PathLike[str] | None) -> HardwareProf
 
 
 def _check_device(found: Bundle, device: HardwareProfile, candidate: Candidate) -> None:
-    """A profile that cannot run the bundle's backend and precision: one line, before Ray."""
-    from dse.backends import supports_device
+    """A profile that cannot run the bundle's configuration: one line, before Ray, by the rules a
+    trial's worker applies (:func:`dse.farm.prepare.check_deployable`)."""
+    from dse.exceptions import BuildError
+    from dse.farm.prepare import check_deployable
 
-    where = f"{found.folder}: profile {device.name!r}"
     if device.kind == "replay":
-        raise DseError(f"{where} replays a recorded table: it cannot run a model")
-    if candidate.backend not in device.backends:
-        raise DseError(f"{where} has no backend {candidate.backend!r} (it has "
-                       f"{device.backends}); give --profile a device that runs it")
-    if candidate.precision not in device.precisions:
-        raise DseError(f"{where} does not run precision {candidate.precision!r} (it runs "
-                       f"{device.precisions})")
-    ok, reason = supports_device(candidate.backend, candidate.precision, device.kind,
-                                 device.compute_capability)
-    if not ok:
-        raise DseError(f"{where}: {reason}")
+        raise DseError(f"{found.folder}: profile {device.name!r} replays a recorded table: it "
+                       f"cannot run a model")
+    try:
+        check_deployable(candidate, device)
+    except BuildError as exc:
+        raise DseError(f"{found.folder}: {exc}; give --profile a device that runs it") from None
 
 
 def _judged(found: Bundle, device: HardwareProfile, result: VerifiedModel, tolerance: float,

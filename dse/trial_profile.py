@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from dse.candidate import Candidate
 from dse.exceptions import DeviceError, DseError
-from dse.results.trial_lookup import farm_device, measured_trial
+from dse.results.trial_lookup import device_study, farm_device, measured_trial
 from dse.spec import Experiment
 
 if TYPE_CHECKING:
@@ -112,7 +112,8 @@ def profile(experiment: Experiment | str | os.PathLike[str], trial: int, *,
         experiment = load_experiment(experiment)
 
     chosen = farm_device(experiment, device, "profile")
-    frozen = measured_trial(experiment, chosen, trial, "profile")
+    frozen = measured_trial(experiment, device_study(experiment, chosen), chosen, trial,
+                            "profile")
     try:
         candidate = Candidate.from_dict(dict(frozen.user_attrs["candidate"]))
     except TypeError as exc:  # recorded by a dse whose candidates had other fields

@@ -6,6 +6,7 @@ into place, so a bundle is either whole or absent."""
 from __future__ import annotations
 
 import datetime
+import json
 import math
 import shutil
 import tempfile
@@ -126,8 +127,6 @@ def _write(folder: Path, exported: ExportedModel, candidate: Candidate, trial: R
     deployment = _deployment(exported, candidate, trial, artifact, standalone)
     atomic_write_text(folder / layout.DEPLOYMENT, yaml.safe_dump(deployment, sort_keys=False,
                                                                  width=100))
-    import json
-
     atomic_write_text(folder / layout.MEASUREMENTS,
                       json.dumps(_measurements(trial, data), indent=1, allow_nan=False,
                                  default=str) + "\n")

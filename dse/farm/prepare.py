@@ -72,7 +72,7 @@ def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: Har
     model whose outputs on the evaluation inputs hold NaN or Inf, in its fp32 reference or as
     deployed: every metric scored from them would be meaningless.
     """
-    backend = _check(candidate, profile)
+    backend = check_deployable(candidate, profile)
     cache = ArtifactCache(cache_dir / "artifacts")
     if is_onnx_source(candidate.family):
         model = onnx_file_model(candidate, training, cache)
@@ -179,8 +179,11 @@ def _graph_metrics(model: CandidateModel, batch_size: int, missing: dict[str, st
     return metrics
 
 
-def _check(candidate: Candidate, profile: HardwareProfile) -> Backend:
-    """Everything that rules the candidate out without heavy work; the backend when none does."""
+def check_deployable(candidate: Candidate, profile: HardwareProfile) -> Backend:
+    """Everything that rules the candidate out on ``profile`` without heavy work (capability
+    table, the profile's backends and precisions, arch, knobs): BuildError saying what; the
+    backend when nothing does. A trial's worker asks it before training, ``dse verify`` before
+    starting anything."""
     ok, reason = supports_device(candidate.backend, candidate.precision, profile.kind,
                                  profile.compute_capability)
     if not ok:

@@ -48,12 +48,12 @@ def device_study(experiment: Experiment, device: HardwareProfile) -> optuna.Stud
     return study
 
 
-def measured_trial(experiment: Experiment, device: HardwareProfile, number: int,
-                   purpose: str, *, full_only: bool = False) -> optuna.trial.FrozenTrial:
-    """Trial ``number`` of ``device``'s study, measured ok (with ``full_only``, by the full
-    protocol, not screened out after a screening measurement); DseError in one line
-    otherwise."""
-    study = device_study(experiment, device)
+def measured_trial(experiment: Experiment, study: optuna.Study, device: HardwareProfile,
+                   number: int, purpose: str, *,
+                   full_only: bool = False) -> optuna.trial.FrozenTrial:
+    """Trial ``number`` of ``device``'s ``study`` (:func:`device_study`), measured ok (with
+    ``full_only``, by the full protocol, not screened out after a screening measurement);
+    DseError in one line otherwise."""
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
     frozen = trials.get(number)
     if frozen is None:

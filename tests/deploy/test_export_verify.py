@@ -235,7 +235,7 @@ def test_a_profile_that_cannot_run_the_backend_is_refused(bundles: dict[str, Pat
     done = _verify_cli(str(bundles["onnxruntime-int8"]), "--profile", str(profile))
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        f"{bundles['onnxruntime-int8']}: profile 'torch-only' has no backend 'onnxruntime' (it "
+        f"{bundles['onnxruntime-int8']}: device 'torch-only' has no backend 'onnxruntime' (it "
         f"has ['torch']); give --profile a device that runs it"]
 
 

@@ -8,24 +8,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dse.campaign_checks import device_problems, replay_table_problems, space_problems
-from dse.campaign_setup import campaign_lease, check_farm_can_measure, declare_metrics, make_dispatcher
-from dse.exceptions import DseError, SpecError
-from dse.search.loop import ProgressCallback
-from dse.spec import (
-    KINDS,
-    Experiment,
-    guess_kind,
-    load_experiment_files,
-    load_model,
-    read_yaml,
+from dse.campaign_checks import (
+    check_experiment,
+    dropped_combinations,
+    experiment_output_problems,
+    model_output_problems,
+    space_problems,
 )
-from dse.spec.loading import load_profile, load_search_space
+from dse.campaign_setup import (
+    campaign_finished,
+    campaign_lease,
+    check_farm_can_measure,
+    check_model_output,
+    declare_metrics,
+    make_dispatcher,
+    resume_notice,
+)
+from dse.exceptions import DseError, SpecError
+from dse.spec import Experiment, guess_kind, read_yaml
+from dse.spec.errors import cap_per_file
+from dse.spec.loading import check_search_space, load_profile
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from dse.results.fidelity import ScreeningSummary
+    from dse.search.loop import ProgressCallback, SearchLoop
     from dse.spec.loading import Evaluator
 
 
@@ -34,8 +42,10 @@ def load_experiment(path: str | os.PathLike[str]) -> Experiment:
 
     Beyond the files' own fields, the search space is checked against the registries (model
     source, arch parameters, backend knobs and their values), each replay table against the
-    space, the arch and knob values against each device's kind, and the sampler and baseline
-    against the space.
+    space, the arch and knob values against each device's kind, each device against the
+    capability table (none of the space's backend/precision combinations runs there), the
+    sampler's options against the sampler and the budget, and the sampler and baseline against
+    the space. Every problem is found in one pass (``dse.campaign_checks.check_experiment``).
 
     Args:
         path: The experiment's YAML file; the files it names are read relative to it.
@@ -55,28 +65,34 @@ def load_experiment(path: str | os.PathLike[str]) -> Experiment:
         >>> [objective.metric for objective in experiment.space.objectives]
         ['zdt_f1', 'zdt_f2']
     """
-    path = Path(path)
-    experiment = load_experiment_files(path)
-    problems = space_problems(path.parent / experiment.spec.search_space, experiment.space)
-    problems.extend(replay_table_problems(experiment))
-    if not problems:  # these checks assume a valid space
-        from dse.search.experiment_checks import search_problems
-
-        problems.extend(device_problems(experiment))
-        problems.extend(search_problems(experiment))
+    experiment, problems = check_experiment(Path(path))
     if problems:
         raise SpecError(problems)
+    assert experiment is not None
     return experiment
 
 
-def validate_files(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+def validate_files(paths: Iterable[str | os.PathLike[str]], *,
+                   on_notice: Callable[[str], object] | None = None,
+                   recheck_models: bool = False) -> list[str]:
     """Every problem in the given spec files, one line each; empty when all are valid.
 
     Each file's kind (experiment, search space, device profile) is told by its folder,
-    else by its keys; an experiment is checked as :func:`load_experiment` checks it.
+    else by its keys; an experiment is checked as :func:`load_experiment` checks it. Every
+    problem a file has is reported in one pass (where one part of a file is invalid, the checks
+    of its other parts still run), at most 20 lines a file. A factory's or ONNX file's model (not
+    a built-in family) is also built once here and one forward's output judged against what dse
+    scores (``dse.models.output_check``).
 
     Args:
         paths: The spec files to check.
+        on_notice: Called with each one-line notice of a valid experiment: a backend or
+            backend/precision combination of its space that a device is not offered, and why
+            (``EXPERIMENT: local-cpu: onnxruntime/fp16 dropped: ...``), as ``dse run`` leaves it
+            out.
+        recheck_models: Build every factory's or ONNX file's model again, even where a pass was
+            kept for the same spec, sources and library versions (``dse.models.check_verdicts``;
+            what a factory reads at run time, such as a local weights file, is not tracked).
 
     Returns:
         The problems, one line each, in the order of ``paths``; empty when all are valid.
@@ -88,24 +104,51 @@ def validate_files(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
         []
         >>> validate_files(["experiments/no-such-campaign.yaml"])
         ['experiments/no-such-campaign.yaml: file not found']
+        >>> notices: list[str] = []
+        >>> validate_files(["experiments/bring-your-own.yaml"], on_notice=notices.append)
+        []
+        >>> notices[0][:74]
+        'experiments/bring-your-own.yaml: local-cpu: onnxruntime/fp16 dropped: ONNX'
     """
     problems: list[str] = []
     for raw in paths:
         path = Path(raw)
         try:
             kind = guess_kind(path, read_yaml(path))
-            if kind == "experiment":
-                load_experiment(path)
-            elif kind == "hw_profile":
-                load_profile(path)
-            else:
-                if kind == "search_space":
-                    problems.extend(space_problems(path, load_search_space(path)))
-                else:
-                    load_model(path, KINDS[kind])
         except SpecError as exc:
             problems.extend(exc.problems)
-    return problems
+            continue
+        if kind == "experiment":
+            problems.extend(_experiment_file_problems(path, on_notice, recheck_models))
+        elif kind == "search_space":
+            problems.extend(_space_file_problems(path, recheck_models))
+        else:
+            try:
+                load_profile(path)
+            except SpecError as exc:
+                problems.extend(exc.problems)
+    # An experiment repeats the lines of the files it names, which may be given too.
+    return list(dict.fromkeys(problems))
+
+
+def _experiment_file_problems(path: Path, on_notice: Callable[[str], object] | None,
+                              recheck: bool) -> list[str]:
+    experiment, problems = check_experiment(path)
+    if experiment is None or problems:
+        return problems
+    if on_notice is not None:
+        for notice in dropped_combinations(experiment):
+            on_notice(f"{path}: {notice}")
+    return experiment_output_problems(experiment, recheck=recheck)
+
+
+def _space_file_problems(path: Path, recheck: bool) -> list[str]:
+    space, problems = check_search_space(path)
+    if space is not None:
+        problems.extend(space_problems(path, space))
+    if space is not None and not problems:
+        problems.extend(model_output_problems(path, space, recheck=recheck))
+    return cap_per_file(problems)
 
 
 @dataclass
@@ -185,7 +228,7 @@ def write_report(experiment: Experiment) -> tuple[Path, Path, Path]:
         >>> replay = Path("hw_profiles/replay/replay-example.yaml").resolve()
         >>> _ = (folder / "replay.yaml").write_text(
         ...     f"{{name: replay, search_space: {space}, devices: [{replay}], "
-        ...     f"budget: {{trials: 4}}, sampler: {{name: random, seed: 0}}, dashboards_dir: dashboards}}")
+        ...     f"budget: {{trials: 4}}, sampler: {{name: random, seed: 0}}}}")
         >>> result = run_campaign(folder / "replay.yaml", report=False)  # doctest: +SKIP
         >>> paths = write_report(result.experiment)  # doctest: +SKIP
         >>> [path.relative_to(folder).as_posix() for path in paths]  # doctest: +SKIP
@@ -240,7 +283,8 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
     farm, under ``budget.trial_timeout_s``: an importable function in a worker process on this
     machine, any other callable in a thread of this process; a replay device's candidates are
     served from its recorded table (see ``dse.search.evaluators``). Ray starts only for the
-    devices left to the farm, if any.
+    devices left to the farm, if any, and only when some device's budget is still open: a
+    finished campaign (every device has its budget of completed trials) only writes its report.
 
     Args:
         experiment: A loaded experiment, or the path of its YAML file.
@@ -251,8 +295,12 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
             embedded local Ray.
         evaluator: ``function(candidate) -> {metric: value}`` measuring every device but the
             replay ones; else the experiment's ``evaluator:``, else the farm.
-        on_notice: Called with a one-line notice the user should see (a lease taken over from
-            a dead driver).
+        on_notice: Called with each one-line notice the user should see: each backend or
+            backend/precision a device is not offered, and why (``local-cpu: torch/int8
+            dropped: ...``); how far a resumed campaign already is (``resuming: 3 of 10 trials
+            done``, per device when there are several; a ``dse.campaign_setup.ResumeNotice``,
+            a str that also carries ``done`` and ``total``); a lease taken over from a dead
+            driver; a device whose sampler found no new candidate.
 
     Returns:
         The campaign's :class:`CampaignResult` (``dashboard`` None without ``report``).
@@ -279,14 +327,13 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
         >>> replay = Path("hw_profiles/replay/replay-example.yaml").resolve()
         >>> _ = (folder / "replay.yaml").write_text(
         ...     f"{{name: replay, search_space: {space}, devices: [{replay}], "
-        ...     f"budget: {{trials: 4}}, sampler: {{name: random, seed: 0}}, dashboards_dir: dashboards}}")
+        ...     f"budget: {{trials: 4}}, sampler: {{name: random, seed: 0}}}}")
         >>> result = run_campaign(folder / "replay.yaml", report=False)  # doctest: +SKIP
         >>> len(result.trials), result.objectives, result.dashboard  # doctest: +SKIP
         (4, ['zdt_f1', 'zdt_f2'], None)
         >>> shutil.rmtree(folder)
     """
-    from dse.search.loop import SearchLoop
-    from dse.search.study import open_experiment_studies
+    from dse.search.study import open_experiment_studies, study_progress
     from dse.storage.write_failure import RESUME_ADVICE, refused_writes_as_errors
 
     if not isinstance(experiment, Experiment):
@@ -298,32 +345,47 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
     run_dir = experiment.run_dir
     profiles = list(experiment.devices)
     farm_names = {p.name for p in on_farm}
+    evaluated = [p.name for p in profiles if p.name not in farm_names]
+    if on_notice is not None:  # what the search leaves out of the space, and why
+        for line in dropped_combinations(experiment, evaluated):
+            on_notice(line)
     with campaign_lease(experiment, on_notice) as lease:
         with refused_writes_as_errors(run_dir, RESUME_ADVICE):
-            studies = open_experiment_studies(
-                experiment, evaluated=[p.name for p in profiles if p.name not in farm_names])
+            studies = open_experiment_studies(experiment, evaluated=evaluated)
             declared = [spec.to_dict() for spec in experiment.space.metric_specs()]
             for study in studies.values():
                 # Results and reports read units and directions of declared metrics from it.
                 study.set_user_attr("metrics", declared)
-        dispatcher = make_dispatcher(experiment, evaluator, on_farm, address)
-        loop = SearchLoop(experiment, studies, dispatcher, run_dir, on_trial=on_trial,
-                          evaluated=[p.name for p in profiles if p.name not in farm_names],
-                          lease_check=lease.check)
-        try:
-            loop.run()
-            for name in loop.exhausted_profiles():
+            progress = {name: study_progress(study) for name, study in studies.items()}
+        budget = experiment.spec.budget.trials
+        notice = resume_notice(progress, budget)
+        if notice is not None and on_notice is not None:
+            on_notice(notice)
+        # A finished campaign starts no dispatcher: Ray would take seconds to find nothing to do.
+        if not campaign_finished(progress, budget):
+            from dse.search.loop import SearchLoop  # the farm's dispatcher, scipy: not before
+
+            check_model_output(experiment, on_farm)  # one candidate built here, its output judged
+            dispatcher = make_dispatcher(experiment, evaluator, on_farm, address)
+            loop = SearchLoop(experiment, studies, dispatcher, run_dir, on_trial=on_trial,
+                              evaluated=evaluated, lease_check=lease.check)
+            try:
+                loop.run()
                 if on_notice is not None:
-                    search = loop.searches[name]
-                    on_notice(f"{name}: stopped short of budget.trials with {search.completed} "
-                              f"distinct candidates measured: the sampler proposed only "
-                              f"candidates already measured {search.repeats_in_a_row} times in "
-                              f"a row (the space holds no more it finds)")
-        except DseError:
-            if report:  # the run stopped (too many failures, a full disk): what was measured
-                _report_what_fits(experiment, run_dir)  # still gets its tables, where it fits
-            raise
-        finally:
-            dispatcher.cancel()  # the workers go; caches on disk stay for the next run
+                    _say_exhausted(loop, on_notice)
+            except DseError:
+                if report:  # the run stopped (too many failures, a full disk): what was measured
+                    _report_what_fits(experiment, run_dir)  # still gets its tables, where it fits
+                raise
+            finally:
+                dispatcher.cancel()  # the workers go; caches on disk stay for the next run
     dashboard = write_report(experiment)[2] if report else None
     return CampaignResult(experiment, run_dir, dashboard)
+
+
+def _say_exhausted(loop: SearchLoop, on_notice: Callable[[str], object]) -> None:
+    for name in loop.exhausted_profiles():
+        search = loop.searches[name]
+        on_notice(f"{name}: stopped short of budget.trials with {search.completed} distinct "
+                  f"candidates measured: the sampler proposed only candidates already measured "
+                  f"{search.repeats_in_a_row} times in a row (the space holds no more it finds)")

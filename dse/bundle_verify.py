@@ -112,7 +112,8 @@ def verify(bundle: str | os.PathLike[str], *, profile: str | os.PathLike[str] | 
         tolerance: The relative latency change that counts (0.10: 10 %).
         accuracy_tolerance: The accuracy drop that counts, as a fraction (0.01: one point).
         cache_dir: The worker's cache (device artifacts, run-to-run calibration); default
-            ``$XDG_CACHE_HOME/dse/verify``. A campaign's cache folder brings its calibration.
+            ``verify`` in the user's dse cache (``$DSE_CACHE_HOME``, else
+            ``$XDG_CACHE_HOME/dse``). A campaign's cache folder brings its calibration.
         report: Where the JSON report goes; default
             ``<bundle>/verify/<UTC time>-<profile>.json``.
 
@@ -252,8 +253,9 @@ def _notes(found: Bundle, changes: dict[str, list[str]], provenance: dict[str, s
 
 
 def _default_cache() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "dse" / "verify"
+    from dse.user_cache import user_cache_root
+
+    return user_cache_root() / "verify"
 
 
 def _written(found: VerifyReport, report: str | os.PathLike[str] | None,

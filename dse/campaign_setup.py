@@ -1,9 +1,10 @@
-"""What run_campaign sets up around its search loop: metrics, the farm check, dispatcher and lease."""
+"""What run_campaign sets up around its search loop: metrics, the farm check, dispatcher and lease,
+and how far a resumed campaign already is (a finished one needs no dispatcher at all)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ from dse.spec import Experiment
 if TYPE_CHECKING:
     from dse.search.lease import Lease
     from dse.search.loop import JobDispatcher
+    from dse.search.study import StudyProgress
     from dse.spec import HardwareProfile
     from dse.spec.loading import Evaluator
 
@@ -39,6 +41,21 @@ def check_farm_can_measure(experiment: Experiment, on_farm: list[HardwareProfile
         f"the device farm, which builds models, but the search space {space.name!r} has {has}: "
         f"name an evaluator (evaluator: module:function, or run_campaign(evaluator=...)) or "
         f"use replay devices"])
+
+
+def check_model_output(experiment: Experiment, on_farm: list[HardwareProfile]) -> None:
+    """Before the farm works on a factory's or ONNX file's candidates: one built here, one
+    forward, its output judged (``dse.models.output_check``); SpecError, one line a problem, when
+    every candidate would fail alike. Nothing to check without devices on the farm."""
+    from dse.models.output_check import CHECK_SECONDS, space_output_problems
+
+    if not on_farm:
+        return
+    problems = space_output_problems(
+        experiment.path.parent / experiment.spec.search_space, experiment.space,
+        min(CHECK_SECONDS, experiment.spec.budget.trial_timeout_s))
+    if problems:
+        raise SpecError(problems)
 
 
 def make_dispatcher(experiment: Experiment, evaluator: Evaluator | None,
@@ -97,3 +114,39 @@ def campaign_lease(experiment: Experiment,
             if on_notice is not None:
                 on_notice(notice)
         yield lease
+
+
+class ResumeNotice(str):
+    """The notice that a run resumes a campaign (``resuming: 3 of 10 trials done``), a plain
+    line of text that also carries its counts for a progress display: ``done`` and ``total``,
+    over every device."""
+
+    done: int
+    total: int
+
+    def __new__(cls, text: str, done: int, total: int) -> ResumeNotice:
+        notice = super().__new__(cls, text)
+        notice.done, notice.total = done, total
+        return notice
+
+
+def resume_notice(progress: Mapping[str, StudyProgress], budget: int) -> ResumeNotice | None:
+    """``resuming: N of M trials done`` (per device when there are several, and whether the
+    budget is already met) for a campaign whose studies hold trials; None for a new one."""
+    if not any(p.started for p in progress.values()):
+        return None
+    done = sum(min(p.completed, budget) for p in progress.values())
+    total = budget * len(progress)
+    text = f"resuming: {done} of {total} trials done"
+    if len(progress) > 1:
+        text += " (" + ", ".join(f"{name} {p.completed} of {budget}"
+                                 for name, p in progress.items()) + ")"
+    if campaign_finished(progress, budget):
+        text += "; every device has its budget.trials: nothing left to measure"
+    return ResumeNotice(text, done, total)
+
+
+def campaign_finished(progress: Mapping[str, StudyProgress], budget: int) -> bool:
+    """Every device's study has its budget of distinct candidates measured and no trial a
+    stopped driver left running (which the next run recovers): a run has nothing to do."""
+    return all(p.completed >= budget and p.running == 0 for p in progress.values())

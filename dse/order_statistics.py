@@ -7,18 +7,25 @@ from __future__ import annotations
 
 import functools
 
-from scipy.stats import binom  # at import, not on first use: its import must not land in a window
-
 CONFIDENCE = 0.95
 
 # (name, quantile) of every percentile reported; each gets a CI when n supports one.
 PERCENTILES: tuple[tuple[str, float], ...] = (
     ("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99), ("p999", 0.999))
 
+# samples_for_ci of each reported percentile at CONFIDENCE, as its search finds them
+# (tests/measure/test_stats.py checks each is the first n with an interval): the YAML checks read
+# these without importing scipy, which would cost every `dse validate` and `dse run` half a second.
+_SAMPLE_FLOORS = {0.50: 6, 0.90: 36, 0.95: 72, 0.99: 368, 0.999: 3688}
+
 
 def quantile_ci_ranks(n: int, q: float, confidence: float = CONFIDENCE) -> tuple[int, int] | None:
     """1-based ranks (l, u) with P(x_(l) <= quantile_q < x_(u)) >= ``confidence``, or None when
     ``n`` samples are too few for such an interval (e.g. p99 needs a few hundred)."""
+    # Imported on first use, yet never inside a measurement window: dse.measure.stats, which the
+    # harness imports before any window, imports scipy.stats at its top.
+    from scipy.stats import binom
+
     alpha = 1.0 - confidence
     # One call for both ends: scipy's argument handling costs far more than the quantiles.
     lower, upper = binom.ppf([alpha / 2, 1 - alpha / 2], n, q)
@@ -36,6 +43,8 @@ def samples_for_ci(quantile: float, confidence: float = CONFIDENCE) -> int:
     (:mod:`dse.measure.stats`)."""
     if not 0 < quantile < 1:
         raise ValueError(f"quantile must lie in (0, 1), got {quantile}")
+    if confidence == CONFIDENCE and quantile in _SAMPLE_FLOORS:
+        return _SAMPLE_FLOORS[quantile]
     low, high = 2, 2
     while quantile_ci_ranks(high, quantile, confidence) is None:
         low, high = high, high * 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,9 @@ import pytest
 # Before anything imports Ray: loopback only, no telemetry (see dse.farm.cluster).
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# dse's per-user cache (kept model-check verdicts, dse verify's default cache) of this session
+# only: no test reads what an earlier run or the user left there.
+os.environ["DSE_CACHE_HOME"] = tempfile.mkdtemp(prefix="dse-test-cache-")
 
 # A shell starts a background job (`make test &`, `nohup ... &`) with SIGINT ignored, and every
 # process the tests start would inherit that: the Ctrl-C tests' campaigns, servers and workers

@@ -1,13 +1,14 @@
 """The `dse` command line: run | calibrate | validate | report | profile | export | verify |
 schema | devices | worker | cluster.
 
-Each group of commands is a module of this package; this one gathers them into one typer app and
-is the entry point (the ``dse`` script and ``python -m dse.cli``).
+Each group of commands is a module of this package; this one gathers them into one typer app (with
+``dse --version``) and is the entry point (the ``dse`` script and ``python -m dse.cli``).
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
@@ -18,12 +19,25 @@ from dse.cli.farm_commands import cluster_app, devices, worker
 from dse.cli.file_commands import schema, validate
 from dse.cli.profile_command import profile
 from dse.exceptions import DseError
+from dse.version import __version__
 
-app = typer.Typer(
-    help="Hardware-aware design-space exploration: search architecture and deployment stack "
-         "together, measured on real devices.",
-    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-)
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"dse {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print dse's version and exit.")] = False) -> None:
+    """Hardware-aware design-space exploration: search architecture and deployment stack
+    together, measured on real devices."""  # typer shows this as the app's help
+
+
 # Registered in the order `dse --help` lists them.
 app.command()(validate)
 app.command()(schema)

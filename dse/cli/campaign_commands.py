@@ -14,6 +14,8 @@ from dse.cli.trial_display import describe, front_table, progress_printer
 from dse.exceptions import DseError, interrupt_exit_code
 
 if TYPE_CHECKING:
+    import optuna
+    import pandas as pd
     from rich.console import Console
 
     from dse.api import CampaignResult
@@ -27,25 +29,29 @@ def run(experiment: Annotated[Path, typer.Argument(help="Campaign YAML (experime
         ) -> None:
     """Run a campaign (or resume it) until its budget of completed trials is met."""
     from dse.api import load_experiment, run_campaign
-    from dse.results import quality_summary
+    from dse.campaign_setup import ResumeNotice
 
     console = plain_console()
     stop_signals_like_ctrl_c()
     try:
         loaded = load_experiment(experiment)
-        progress, task = progress_printer(console)
+        objectives = [o.metric for o in loaded.space.objectives]
+        progress, task = progress_printer(console, loaded.spec.budget.trials * len(loaded.devices))
 
         def on_trial(outcome: TrialOutcome) -> None:
-            progress.update(task, completed=outcome.completed,  # type: ignore[attr-defined]
-                            total=outcome.budget)
+            progress.update(task, completed=outcome.completed)  # type: ignore[attr-defined]
             if outcome.reused_from is None:  # a reused repeat measured nothing: no line
-                console.print(describe(outcome), markup=False)
+                console.print(describe(outcome, objectives), markup=False)
 
-        console.print(f"campaign {loaded.name}: {loaded.spec.budget.trials} distinct candidates on "
-                      f"{', '.join(d.name for d in loaded.devices)}; run folder {loaded.run_dir}")
+        def on_notice(notice: str) -> None:
+            if isinstance(notice, ResumeNotice):  # the bar starts where the campaign stands
+                progress.update(task, completed=notice.done)  # type: ignore[attr-defined]
+            console.print(notice, markup=False)
+
+        console.print(_first_line(loaded, report), markup=False)
         with progress:  # type: ignore[attr-defined]
             result = run_campaign(loaded, on_trial=on_trial, report=report, address=address,
-                                  on_notice=console.print)
+                                  on_notice=on_notice)
     except DseError as exc:
         raise fail(exc) from None
     except KeyboardInterrupt as exc:
@@ -53,22 +59,41 @@ def run(experiment: Annotated[Path, typer.Argument(help="Campaign YAML (experime
                       f"to resume")
         raise typer.Exit(interrupt_exit_code(exc)) from None
     if report:
-        front = result.pareto()
-        console.print(front_table(front, result.objectives))
-        quality = quality_summary(result.trials)
-        if quality:
-            console.print(f"measurement: {quality}")
-        console.print(f"trials:    {result.run_dir / 'trials.parquet'}")
-        console.print(f"front:     {result.run_dir / 'pareto.csv'}")
-        console.print(f"dashboard: {result.dashboard}")
-        _print_search_extras(console, result)
+        _print_results(console, result)
 
 
-def _print_search_extras(console: Console, result: CampaignResult) -> None:
+def _first_line(experiment: Experiment, report: bool) -> str:
+    """What the run is about to do and where everything it writes goes."""
+    devices = ", ".join(d.name for d in experiment.devices)
+    each = "each of " if len(experiment.devices) > 1 else ""
+    dashboard = f"dashboard {experiment.dashboard_path}" if report else "no report (--no-report)"
+    return (f"campaign {experiment.name}: {experiment.spec.budget.trials} distinct candidates on "
+            f"{each}{devices}; run folder {experiment.run_dir}; {dashboard}")
+
+
+def _print_results(console: Console, result: CampaignResult) -> None:
+    """The front, the measurement's quality, where the files are, and what screening and warm
+    starts did: from one read of the campaign's studies."""
+    from dse.results import front_frame, load_campaign, quality_summary, trials_frame
+
+    studies = load_campaign(result.run_dir, result.experiment.storage)
+    trials = trials_frame(studies)
+    console.print(front_table(front_frame(trials, result.objectives), result.objectives))
+    quality = quality_summary(trials)
+    if quality:
+        console.print(f"measurement: {quality}")
+    console.print(f"trials:    {result.run_dir / 'trials.parquet'}")
+    console.print(f"front:     {result.run_dir / 'pareto.csv'}")
+    console.print(f"dashboard: {result.dashboard}")
+    _print_search_extras(console, result, studies, trials)
+
+
+def _print_search_extras(console: Console, result: CampaignResult, studies: list[optuna.Study],
+                         trials: pd.DataFrame) -> None:
     """What screening saved and what warm starts seeded, when the campaign used them."""
-    from dse.results import load_campaign
+    from dse.results import screening_summary
 
-    summary = result.screening()
+    summary = screening_summary(trials)
     if summary is not None:
         console.print(
             f"screening: {summary.screened_out} of {summary.screened_out + summary.fully_measured} "
@@ -77,7 +102,7 @@ def _print_search_extras(console: Console, result: CampaignResult) -> None:
             f"{summary.device_seconds_saved_est:.1f} s (estimate: screened-out trials × median "
             f"full protocol)")
         console.print(f"screening: {result.run_dir / 'screening.json'}")
-    for study in load_campaign(result.run_dir, result.experiment.storage):
+    for study in studies:
         plan = study.user_attrs.get("warm_start") or {}
         if plan.get("source"):
             console.print(
@@ -124,7 +149,7 @@ def report_cmd(
                                                "port).")] = 8000,
         refresh: Annotated[float, typer.Option(help="Seconds between reloads of a live page "
                                                     "(--serve).")] = 5.0) -> None:
-    """Write trials.parquet, pareto.csv, the HTML dashboard and dashboards/index.html of a
+    """Write trials.parquet, pareto.csv, the HTML dashboard and its folder's index.html of a
     campaign's run; with --serve, serve them on localhost and keep them current while it runs."""
     from dse.api import load_experiment, write_report
 

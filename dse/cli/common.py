@@ -18,12 +18,22 @@ AddressOption = Annotated[str | None, typer.Option(
     help="Ray head of a device farm (HOST:PORT, from `dse cluster up`); run on a machine of the farm.")]
 
 
+#: The width of a console whose output goes to a pipe or a file: wider than any line dse prints,
+#: so a script, a log or ``less -S`` reads every line and table cell whole (rich would otherwise
+#: wrap at 80 columns and cut table cells with "…").
+PIPED_WIDTH = 100_000
+
+
 def plain_console(stderr: bool = False) -> Console:
     """A console that prints text as it is: parameter values, reasons and paths may hold
-    brackets (``[/x]``, a folder ``[draft] v2``) that rich markup would eat or choke on."""
+    brackets (``[/x]``, a folder ``[draft] v2``) that rich markup would eat or choke on. In a
+    terminal long lines wrap at its width; piped or redirected, nothing is wrapped or cut."""
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, markup=False)
+    console = Console(stderr=stderr, highlight=False, markup=False)
+    if not console.is_terminal:
+        console.width = PIPED_WIDTH
+    return console
 
 
 def stop_signals_like_ctrl_c() -> None:

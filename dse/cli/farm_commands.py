@@ -1,6 +1,6 @@
 """The `dse` commands of a device farm: ``cluster up`` and ``cluster down`` start and stop a Ray
 head on this machine, ``worker`` joins this machine's devices to a farm, ``devices`` lists the
-farm's devices."""
+farm's devices (without a farm: this machine and the profiles that fit it)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from dse.cli.common import AddressOption, fail, plain_console
-from dse.exceptions import DeviceError, DseError
+from dse.exceptions import DseError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -150,16 +150,20 @@ def _devices_table(devices: list[DeviceInfo]) -> Table:
     return table
 
 
-def devices(address: AddressOption = None) -> None:
+def devices(address: AddressOption = None,
+            profiles: Annotated[Path, typer.Option(
+                help="Without a farm: the folder of hardware profiles to match against this "
+                     "machine.")] = Path("hw_profiles")) -> None:
     """List the farm's devices: profile, node, health, telemetry, busy units (default: the head
-    `dse cluster up` started on this machine)."""
+    `dse cluster up` started on this machine). Without a farm: this machine, as an embedded
+    `dse run` measures it, and the profiles that fit it."""
     from dse.farm.devices import list_devices
     from dse.farm.head import local_head_address
 
     address = address or local_head_address()
     if address is None:
-        raise fail(DeviceError("give the farm's address: dse devices --address HOST:PORT (no "
-                                "head started by `dse cluster up` runs on this machine)"))
+        _print_this_machine(profiles)
+        return
     console = plain_console()
     try:
         found = list_devices(address)
@@ -176,3 +180,15 @@ def devices(address: AddressOption = None) -> None:
         for name, why in d.telemetry_missing.items():
             console.print(f"{d.profile} on {d.host}: {name} missing: {why}", markup=False,
                           soft_wrap=True)
+
+
+def _print_this_machine(profiles: Path) -> None:
+    from dse.cli.this_machine import describe_this_machine, this_machine
+
+    console = plain_console()
+    console.print("no farm address given and no head of `dse cluster up` runs here: this machine, "
+                  "as an embedded `dse run` measures it", markup=False)
+    for line in describe_this_machine(this_machine(), profiles):
+        console.print(f"  {line}", markup=False)
+    console.print("a farm's devices: dse devices --address HOST:PORT (the address `dse cluster up` "
+                  "printed)", markup=False)

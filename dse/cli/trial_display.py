@@ -1,26 +1,35 @@
-"""How a campaign run looks in the terminal: a progress bar, one line per finished trial, and the
-Pareto front as a table narrow enough for a terminal (its caption spells out the abbreviations)."""
+"""How a campaign run looks in the terminal: a progress bar, one line per finished trial (every
+objective, or the whole reason it failed), and the Pareto front as a table narrow enough for a
+terminal (its caption spells out the abbreviations). In a terminal a long cell folds onto more
+lines; no cell is ever cut short."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import pandas as pd
     from rich.console import Console
 
     from dse.search.loop import TrialOutcome
 
 
-def progress_printer(console: Console) -> tuple[object, object]:
+def progress_printer(console: Console, total: int) -> tuple[object, object]:
+    """A bar of the distinct candidates measured, out of ``total`` (budget.trials x devices)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                         MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False)
-    return progress, progress.add_task("measured candidates", total=None)
+    return progress, progress.add_task("measured candidates", total=total)
 
 
-def describe(outcome: TrialOutcome) -> str:
+def describe(outcome: TrialOutcome, objectives: Sequence[str]) -> str:
+    """One line per finished trial: the candidate, then every objective of the campaign with its
+    unit, or the status and the whole reason of a trial that failed or was infeasible (a long
+    reason wraps in a terminal; it is never cut)."""
     c = outcome.candidate
     head = f"#{outcome.number} {c.device_profile}"
     if c.backend:
@@ -28,18 +37,30 @@ def describe(outcome: TrialOutcome) -> str:
     if c.params:  # free parameters, as compact as the arch and knobs of the front table
         head += " " + " ".join(f"{key}={_value(value)}" for key, value in c.params.items())
     if outcome.status != "ok":
-        return f"{head}: {outcome.status}: {outcome.reason[:80]}"
-    reused = f" (reused #{outcome.reused_from})" if outcome.reused_from is not None else ""
+        return f"{head}: {outcome.status}: {outcome.reason}"
+    notes = f" (reused #{outcome.reused_from})" if outcome.reused_from is not None else ""
     if outcome.fidelity == "screen":
-        reused += " (screened out)"
+        notes += " (screened out)"
     if outcome.quality not in (None, "ok"):
-        reused += f" [{outcome.quality}]"
-    m = outcome.metrics
-    if "accuracy" in m or "latency_p99_ms" in m or not m:
-        return (f"{head}: acc {m.get('accuracy', float('nan')):.3f}, "
-                f"p99 {m.get('latency_p99_ms', float('nan')):.3f} ms{reused}")
-    # An evaluator's own metrics: the first few, as it reported them.
-    return f"{head}: " + ", ".join(f"{k} {v:.4g}" for k, v in list(m.items())[:3]) + reused
+        notes += f" [{outcome.quality}]"
+    values = ", ".join(_objective(name, outcome.metrics.get(name, math.nan))
+                       for name in objectives)
+    return f"{head}: {values}{notes}"
+
+
+# Units that say nothing a reader needs beside the value.
+_UNITLESS = frozenset({"", "1", "fraction"})
+
+
+def _objective(name: str, value: float) -> str:
+    """``latency_p99_ms`` 1.2345 -> ``latency_p99 1.234 ms``: the unit once, after the value."""
+    from dse.metrics import find_metric
+
+    spec = find_metric(name)
+    unit = "" if spec is None or spec.unit in _UNITLESS else spec.unit
+    label = name.removesuffix(f"_{unit.lower()}") if unit else name
+    shown = "not measured" if math.isnan(value) else _number(value)
+    return f"{label} {shown}{f' {unit}' if unit and not math.isnan(value) else ''}"
 
 
 def _value(value: object) -> str:
@@ -87,12 +108,14 @@ def front_table(front: pd.DataFrame, objectives: list[str]) -> object:
     several = bool(len(front)) and front["device"].nunique() > 1
     unclean = has_unclean(front)
     table = Table(title=f"Pareto front ({len(front)} points)")
-    table.add_column("trial", justify="right")
+    # Every column folds a cell too long for the terminal onto more lines: rich's default cuts it
+    # with "…" (the runtime column read "onnxrun…").
+    table.add_column("trial", justify="right", overflow="fold")
     if several:
-        table.add_column("device")
+        table.add_column("device", overflow="fold")
     if deployed:
-        table.add_column("runtime")
-        table.add_column("batch", justify="right")
+        table.add_column("runtime", overflow="fold")
+        table.add_column("batch", justify="right", overflow="fold")
         table.add_column("arch", overflow="fold")
         table.add_column("knobs", overflow="fold")
     if free:
@@ -100,7 +123,7 @@ def front_table(front: pd.DataFrame, objectives: list[str]) -> object:
     for name in objectives:
         table.add_column(metric_column(name), justify="right", overflow="fold")
     if unclean:
-        table.add_column("quality")
+        table.add_column("quality", overflow="fold")
     for _, row in front.iterrows():
         cells = [str(row["trial"]), *([str(row["device"])] if several else [])]
         if deployed:

@@ -1,6 +1,7 @@
 """A candidate's model before deployment (:class:`CandidateModel`) and what its two sources (a
-torch module, a user's ONNX file) share: the finite fp32 reference it is scored against, padding
-for a file that fixes the batch, and runtime messages on one line."""
+torch module, a user's ONNX file) share: the finite fp32 reference it is scored against, the
+failure that is the architecture's (:class:`ArchFailure`), padding for a file that fixes the
+batch, and runtime messages on one line."""
 
 from __future__ import annotations
 
@@ -43,14 +44,22 @@ class CandidateModel:
     missing: dict[str, str] = field(default_factory=dict)
 
 
-def finite_reference(candidate: Candidate, reference: np.ndarray) -> np.ndarray:
-    """``reference`` when all of it is finite; else BuildError: the model itself makes NaN or Inf
-    in fp32, whatever the backend or precision (weights that are NaN, a forward that overflows)."""
+class ArchFailure(BuildError):
+    """The model itself failed, before any backend touched it: building, scoring or training the
+    architecture, or its fp32 reference. Such a failure is the architecture's, the same for every
+    backend, precision and batch size of it, so the search records it once per architecture and
+    answers the architecture's other candidates from that record (``failure_scope: arch``)."""
+
+
+def finite_reference(reference: np.ndarray) -> np.ndarray:
+    """``reference`` when all of it is finite; else ArchFailure: the model itself makes NaN or
+    Inf in fp32, whatever the backend or precision (weights that are NaN, a forward that
+    overflows)."""
     problem = non_finite(reference)
     if problem is not None:
-        raise BuildError(f"{precision_label(candidate)}: the model's outputs contain {problem} on the "
-                         f"validation batch in its own fp32 reference: the model produces them, "
-                         f"whatever the backend or precision")
+        raise ArchFailure(f"the model's outputs contain {problem} on the validation batch in its "
+                          f"own fp32 reference: the model produces them, whatever the backend or "
+                          f"precision")
     return reference
 
 

@@ -12,6 +12,7 @@ from dse.build import ArtifactCache, build_file_artifact
 from dse.exceptions import BuildError
 from dse.farm.candidate_model import (
     CALIBRATION_IMAGES,
+    ArchFailure,
     CandidateModel,
     finite_reference,
     one_line,
@@ -32,10 +33,12 @@ def onnx_file_model(candidate: Candidate, training: TrainingSpec, cache: Artifac
     from dse.models.onnx_file import onnx_input
 
     path = Path(str(candidate.model.get("onnx", "")))
+    # The file's own failures (unreadable, not loadable, no dataset fit, non-finite outputs) are
+    # its architecture's: ArchFailure, the same for every backend, precision and batch size.
     try:
         info = onnx_input(path)
     except ValueError as exc:
-        raise BuildError(str(exc)) from exc
+        raise ArchFailure(str(exc)) from exc
     if info.fixed_batch is not None and candidate.batch_size != info.fixed_batch:
         raise BuildError(f"{path.name} fixes the batch at {info.fixed_batch}; batch size "
                          f"{candidate.batch_size} cannot run (input {info.name!r}, axis 0)")
@@ -47,10 +50,10 @@ def onnx_file_model(candidate: Candidate, training: TrainingSpec, cache: Artifac
         try:
             split = load_split(dataset, training.seed, info.sample_shape)
         except ValueError as exc:
-            raise BuildError(str(exc)) from exc
+            raise ArchFailure(str(exc)) from exc
         eval_x, eval_y, calibration = split.x_test, split.y_test, split.x_train
     calibration = calibration[:CALIBRATION_IMAGES]
-    reference = finite_reference(candidate, _file_reference(
+    reference = finite_reference(_file_reference(
         path, eval_x, info.fixed_batch or candidate.batch_size, info.fixed_batch is not None,
         training.threads))
     artifact, build_seconds = build_file_artifact(
@@ -71,8 +74,8 @@ def _file_reference(path: Path, x: np.ndarray, batch: int, fixed: bool,
     time (the candidate's batch size, so a file whose graph only runs at some batch sizes fails
     as the candidate would); ``fixed``: the file fixes the batch, so a short last one is padded.
 
-    Raises BuildError with ORT's message when it cannot load the file (an operator it has no
-    kernel for) or run it (a shape its graph rejects).
+    Raises ArchFailure with ORT's message when it cannot load the file (an operator it has no
+    kernel for), BuildError when it cannot run it at this batch size (a shape its graph rejects).
     """
     import onnxruntime as ort
 
@@ -85,7 +88,7 @@ def _file_reference(path: Path, x: np.ndarray, batch: int, fixed: bool,
     try:
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as exc:
-        raise BuildError(f"{where} could not load: {type(exc).__name__}: {one_line(exc)}") from exc
+        raise ArchFailure(f"{where} could not load: {type(exc).__name__}: {one_line(exc)}") from exc
     name = session.get_inputs()[0].name
 
     def run(rows: np.ndarray) -> np.ndarray:

@@ -18,7 +18,13 @@ import numpy as np
 from dse.backends import Runner, get_backend, supports_device
 from dse.build import Artifact, ArtifactCache
 from dse.exceptions import BuildError
-from dse.farm.candidate_model import CandidateModel, one_line, padded, precision_label
+from dse.farm.candidate_model import (
+    ArchFailure,
+    CandidateModel,
+    one_line,
+    padded,
+    precision_label,
+)
 from dse.farm.onnx_model import onnx_file_model
 from dse.farm.torch_model import torch_model
 from dse.measure.footprint import rss_bytes, trim_heap
@@ -70,7 +76,9 @@ def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: Har
     ``cache_dir / "artifacts"``. Raises BuildError, with the reason, for any candidate that
     cannot exist on this device or fails to build; the caller records it as infeasible. So is a
     model whose outputs on the evaluation inputs hold NaN or Inf, in its fp32 reference or as
-    deployed: every metric scored from them would be meaningless.
+    deployed: every metric scored from them would be meaningless. A failure of the model itself,
+    before any backend (its arch refused, its build, proxies, training or fp32 reference), is an
+    :class:`ArchFailure`: the architecture's, whatever the backend, precision or batch.
     """
     backend = check_deployable(candidate, profile)
     cache = ArtifactCache(cache_dir / "artifacts")
@@ -196,17 +204,22 @@ def check_deployable(candidate: Candidate, profile: HardwareProfile) -> Backend:
                          f"{candidate.precision!r} (it supports {profile.precisions})")
     try:
         backend = get_backend(candidate.backend)
-        if not is_onnx_source(candidate.family):
-            source = model_source(candidate.family, candidate.model)
-            source.validate(candidate.arch)
-            # Only a family declares kernels a device kind lacks; a factory says so when it runs.
-            problem = (source.device_problem(candidate.arch, profile.kind)
-                       if isinstance(source, ModelFamily) else None)
-            if problem is not None:
-                raise BuildError(problem)
-    except (KeyError, ValueError) as exc:
+    except KeyError as exc:
         # str() of a KeyError is the repr of its message; the message itself reads better.
         raise BuildError(str(exc.args[0]) if exc.args else repr(exc)) from exc
+    if not is_onnx_source(candidate.family):
+        # An arch the source refuses, or one this device kind cannot run, is the architecture's
+        # failure on this device, whatever its backend, precision or batch.
+        try:
+            source = model_source(candidate.family, candidate.model)
+            source.validate(candidate.arch)
+        except (KeyError, ValueError) as exc:
+            raise ArchFailure(str(exc.args[0]) if exc.args else repr(exc)) from exc
+        # Only a family declares kernels a device kind lacks; a factory says so when it runs.
+        problem = (source.device_problem(candidate.arch, profile.kind)
+                   if isinstance(source, ModelFamily) else None)
+        if problem is not None:
+            raise ArchFailure(problem)
     backend.check_knobs(candidate.knobs)
     backend.check_knob_device(candidate.knobs, profile.kind)
     return backend

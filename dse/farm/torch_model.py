@@ -11,8 +11,12 @@ import numpy as np
 
 from dse.build import ArtifactCache, build_artifact
 from dse.build.artifact import fp32_onnx
-from dse.exceptions import BuildError
-from dse.farm.candidate_model import CALIBRATION_IMAGES, CandidateModel, finite_reference
+from dse.farm.candidate_model import (
+    CALIBRATION_IMAGES,
+    ArchFailure,
+    CandidateModel,
+    finite_reference,
+)
 from dse.metrics import is_measured
 from dse.models.sources import FACTORY_PREFIX, model_source, source_dataset
 from dse.quality import PROXIES, initial_module, proxy_scores, reference_logits, train_or_load
@@ -35,13 +39,16 @@ def torch_model(candidate: Candidate, training: TrainingSpec, cache_dir: Path,
     # fit the data): each is that candidate's failure. A built-in family's bugs are not caught.
     expected = (KeyError, ValueError, RuntimeError, TypeError) if candidate.family.startswith(
         FACTORY_PREFIX) else (KeyError, ValueError)
+    # Each is the architecture's failure (ArchFailure): no backend has touched the model yet. The
+    # reason leaves the arch out (the trial's parameters hold it), so one cause reads alike
+    # across architectures.
     try:
         source = model_source(candidate.family, candidate.model)
         proxies, proxy_missing = _proxies(source, candidate, dataset, training.seed)
         trained = train_or_load(source, candidate.arch, training, cache_dir / "trained", dataset)
     except expected as exc:
-        raise BuildError(f"cannot build {candidate.family!r} arch {candidate.arch}: "
-                         f"{exc.args[0] if exc.args else exc}") from exc
+        cause = " ".join(str(exc.args[0] if exc.args else exc).split())
+        raise ArchFailure(f"cannot build {candidate.family!r}: {cause}") from exc
     if dataset is None:
         eval_x = synthetic_inputs(trained.input_shape, training.seed)
         calibration, eval_y = eval_x, None
@@ -51,7 +58,7 @@ def torch_model(candidate: Candidate, training: TrainingSpec, cache_dir: Path,
     calibration = calibration[:CALIBRATION_IMAGES]
     # Before building: a backend may cast or rewrite the module it is handed, and a model that is
     # already non-finite in fp32 is not worth lowering (int8 calibration would fail obscurely).
-    reference = finite_reference(candidate, reference_logits(trained.module, eval_x))
+    reference = finite_reference(reference_logits(trained.module, eval_x))
     artifact, build_seconds = build_artifact(candidate, trained, cache, calibration)
     # A torch artifact has no ONNX graph of its own (a converted one has its own format): its
     # statistics come from the fp32 export (cached, shared with the ONNX backends, and not
@@ -97,13 +104,13 @@ def _proxies(source: ModelSource, candidate: Candidate, dataset: str | None,
     for metric_name, op, bound in candidate.model.get("proxy_filter", []):
         score = scores.get(metric_name)
         if score is None:
-            raise BuildError(f"screened out before training: {metric_name} is missing "
+            raise ArchFailure(f"screened out before training: {metric_name} is missing "
                              f"({missing.get(metric_name, 'not computed')}) and a constraint "
                              f"needs it")
         if (score < bound) if op == ">=" else (score > bound):
             proxy = PROXIES.get(metric_name.removeprefix("proxy_"))
             why = proxy.lowest_meaning if proxy is not None else ""
             shown = f"{score:.4g}" + (f" ({why})" if why and score == -np.inf else "")
-            raise BuildError(f"screened out before training: {metric_name} = {shown} "
+            raise ArchFailure(f"screened out before training: {metric_name} = {shown} "
                              f"violates the constraint {metric_name} {op} {bound:g}")
     return scores, missing

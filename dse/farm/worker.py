@@ -167,6 +167,7 @@ class DeviceWorker:
         """Build ``candidate`` and measure it; with ``screening``, screen it first (provenance
         then says ``fidelity``: ``screen`` when it stopped there, else ``full``, with the seconds
         of each part and the verdict)."""
+        from dse.farm.candidate_model import ArchFailure
         from dse.farm.prepare import prepare_candidate
 
         provenance = _trial_provenance(self.host)
@@ -177,6 +178,8 @@ class DeviceWorker:
                 prepared = prepare_candidate(candidate, training, self.profile, self.cache_dir)
         except BuildError as exc:
             provenance.update(_spans(build, None))
+            if isinstance(exc, ArchFailure):  # the architecture's: the search answers its other
+                provenance["failure_scope"] = "arch"  # candidates from this one (device_search)
             return Measurement(candidate.candidate_id, "infeasible", reason=str(exc),
                                provenance=provenance)
         try:

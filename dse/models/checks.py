@@ -24,7 +24,7 @@ def model_problems(path: Path, model: ModelSpec, *, backends: Collection[str],
     if model.family is not None:
         problems = _family_problems(path, model)
     elif model.factory is not None:
-        problems = _factory_problems(path, model)
+        problems = _factory_problems(path, model, tuple(batch_sizes))
     else:
         problems = _onnx_problems(path, model, backends, batch_sizes)
     needs = sorted(DATASET_METRICS & set(metrics))
@@ -66,12 +66,16 @@ def _family_problems(path: Path, model: ModelSpec) -> list[str]:
     return problems
 
 
-def _factory_problems(path: Path, model: ModelSpec) -> list[str]:
+def _factory_problems(path: Path, model: ModelSpec, batch_sizes: tuple[int, ...]) -> list[str]:
+    from dse.models.output_check import known_to_fit
     from dse.models.sources import load_function
 
     assert model.factory is not None
     try:
-        load_function(model.factory)
+        # A factory whose model passed the output check with these very sources resolved then;
+        # importing it again would import torch (seconds) for nothing.
+        if not known_to_fit(path, model, batch_sizes):
+            load_function(model.factory)
     except ValueError as exc:
         return [f"{path}: model.factory: {exc}"]
     if model.dataset is not None and model.input_shape is not None:

@@ -152,7 +152,7 @@ class FactorySource:
         return {str(key): _plain(value) for key, value in arch.items()}
 
     def build(self, arch: Mapping[str, Any]) -> torch.nn.Module:
-        module, _ = self._call(arch)
+        module, _ = self.call(arch)
         return module
 
     def input_shape_for(self, arch: Mapping[str, Any]) -> tuple[int, ...]:
@@ -160,14 +160,17 @@ class FactorySource:
             return self.input_shape
         key = stable_hash({"factory": self.factory, "arch": self.validate(arch)})
         if key not in _FACTORY_SHAPES:
-            _, shape = self._call(arch)
+            _, shape = self.call(arch)
             if shape is None:
                 raise ValueError(f"factory {self.factory} returned only a module: return "
                                  f"(module, example input) or set model.input_shape")
             _FACTORY_SHAPES[key] = shape
         return _FACTORY_SHAPES[key]
 
-    def _call(self, arch: Mapping[str, Any]) -> tuple[torch.nn.Module, tuple[int, ...] | None]:
+    def call(self, arch: Mapping[str, Any]) -> tuple[torch.nn.Module, tuple[int, ...] | None]:
+        """The factory's module for ``arch`` and one sample's shape: its example input's, else
+        ``input_shape`` (None when neither is given). ValueError, in one line, when the factory
+        raises or returns something else than the contract says."""
         import torch
 
         function = load_function(self.factory)

@@ -24,12 +24,15 @@ class DatasetDeclaration:
         load: ``(seed, sample_shape) -> split`` with ``x_train``, ``y_train``, ``x_test``,
             ``y_test`` (float32 samples, int64 classes); the same seed gives the same split.
         summary: one line for listings.
+        classes: how many classes its labels hold (a model's logits: one per class); None when
+            not declared, and then counted from the labels of a loaded split.
     """
 
     name: str
     problem: Callable[[tuple[int, ...]], str | None]
     load: Callable[[int, tuple[int, ...]], Any]
     summary: str = ""
+    classes: int | None = None
 
 
 DATASETS: Registry[DatasetDeclaration] = Registry(

@@ -1,7 +1,8 @@
 """What every part of dse may ask about a sampler, declared once by the module that builds it
 (:class:`SamplerDeclaration`, registered with :func:`register_sampler`): how to build it from the
-experiment's ``sampler:`` settings and whether it needs a discrete space. The YAML enum of
-``sampler.name`` and the grid check are derived from here.
+experiment's ``sampler:`` settings, which of those settings it reads, and whether it needs a
+discrete space. The YAML enum of ``sampler.name``, the options check and the grid check are
+derived from here.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ class SamplerDeclaration:
         uses_context: ``build`` takes a third argument, the study's
             :class:`dse.search.surrogate_sampler.SamplerContext` (its device's candidate space and
             the campaign's other device studies), or None where the study was opened without it.
+        options: the settings of the experiment's ``sampler:`` it reads beside ``name`` and
+            ``seed``: any of ``startup_trials`` and ``population_size``. Setting another is an
+            error at validate time, and so is a value above ``budget.trials``.
     """
 
     name: str
@@ -46,6 +50,7 @@ class SamplerDeclaration:
     summary: str
     needs_steps: bool = False
     uses_context: bool = False
+    options: frozenset[str] = frozenset()
 
 
 SAMPLERS: Registry[SamplerDeclaration] = Registry(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dse.models.transformer import NUM_CLASSES as SEQUENCE_CLASSES
 from dse.parts.datasets import DATASETS, DatasetDeclaration, register_dataset
 from dse.parts.datasets import dataset_problem as dataset_problem
 from dse.quality.digits import DigitsSplit, load_digits_split
@@ -59,7 +60,7 @@ def synthetic_inputs(sample_shape: tuple[int, ...], seed: int,
 
 register_dataset(DatasetDeclaration(
     "digits", _digits_problem, lambda seed, shape: load_digits_split(seed),
-    "scikit-learn's 8x8 handwritten digits, 10 classes"))
+    "scikit-learn's 8x8 handwritten digits, 10 classes", classes=10))
 register_dataset(DatasetDeclaration(
     "sequences", _sequences_problem, _load_sequences,
-    "generated sequences of any length, fixed features per step"))
+    "generated sequences of any length, fixed features per step", classes=SEQUENCE_CLASSES))

@@ -13,36 +13,37 @@ import optuna
 import pandas as pd
 import plotly.graph_objects as go
 
+from dse.report.description import campaign_description
 from dse.report.distributions import (
     LatencyDistributionsInfo,
     latency_distributions_figure,
     latency_distributions_info,
 )
+from dse.report.failures import FailuresInfo, failures_info, failures_table
+from dse.report.front_table import front_table_info
 from dse.report.history import (
     HypervolumeHistoryInfo,
     hypervolume_history_figure,
     hypervolume_history_info,
 )
-from dse.report.info import (
-    ParallelCoordinatesInfo,
-    ParetoScatterInfo,
-    parallel_coordinates_info,
-    pareto_scatter_info,
-    trial_provenance,
-)
+from dse.report.info import ParetoScatterInfo, pareto_scatter_info, trial_provenance
 from dse.report.page import Section, comparison_html, page_html, table_html
+from dse.report.parallel import (
+    ParallelCoordinatesInfo,
+    parallel_coordinates_info,
+    parallel_figure,
+)
 from dse.report.profile_info import profile_pages
-from dse.report.render import panel_sections, parallel_figure, scatter3d_figure, scatter_figure
+from dse.report.render import panel_sections, scatter3d_figure, scatter_figure
 from dse.report.roofline import RooflineInfo, roofline_figure, roofline_info
 from dse.report.summary import (
     DeviceComparisonInfo,
     SummaryInfo,
-    TableInfo,
     device_comparison_info,
-    front_table_info,
     portable_table_info,
     summary_info,
 )
+from dse.report.table_info import TableInfo
 from dse.report.traces import TracesInfo, traces_figure, traces_info
 from dse.results import (
     atomic_write_text,
@@ -56,6 +57,11 @@ from dse.results import (
 
 if TYPE_CHECKING:
     from dse.storage import CampaignStorage
+
+FAILURES_ANCHOR = "failures"
+"""The id of the failures section, linked from the header's trial counts."""
+FRONT_ANCHOR = "front"
+"""The id of the section of the front's table."""
 
 
 class DashboardInfo(NamedTuple):
@@ -73,6 +79,7 @@ class DashboardInfo(NamedTuple):
     screening: TableInfo | None = None  # None when no trial was screened
     devices: DeviceComparisonInfo | None = None  # None for a single-device campaign
     profiles: TableInfo | None = None  # None when no trial has a profile page beside the page
+    failures: FailuresInfo | None = None  # None: not computed (an info made by hand)
 
 
 def dashboard_info(study: optuna.Study | Sequence[optuna.Study],
@@ -88,12 +95,12 @@ def dashboard_info(study: optuna.Study | Sequence[optuna.Study],
     # The front is the costly part of a large study: computed once, shared by every panel.
     front = front_frame(trials, objectives)
     several = trials["device"].nunique() > 1
+    provenance = trial_provenance(studies)
     return DashboardInfo(
         summary=summary_info(trials, campaign, objectives, study_constraints(first)),
-        scatter=pareto_scatter_info(trials, objectives, provenance=trial_provenance(studies),
-                                    front=front),
+        scatter=pareto_scatter_info(trials, objectives, provenance=provenance, front=front),
         parallel=parallel_coordinates_info(trials, objectives),
-        front=front_table_info(front, objectives),
+        front=front_table_info(front, objectives, provenance),
         portable=portable_table_info(front) if several else None,
         history=hypervolume_history_info(trials, objectives),
         latencies=latency_distributions_info(trials, objectives, studies, run_dir, front=front),
@@ -101,6 +108,7 @@ def dashboard_info(study: optuna.Study | Sequence[optuna.Study],
         roofline=roofline_info(trials, objectives, studies, front=front),
         screening=screening_table_info(trials),
         devices=device_comparison_info(trials, objectives, front) if several else None,
+        failures=failures_info(trials),
     )
 
 
@@ -137,7 +145,10 @@ def dashboard_html(info: DashboardInfo, title: str | None = None) -> str:
          partial(roofline_figure, info.roofline), info.roofline.note),
     ]
     sections = panel_sections(panels)
-    sections.append(Section("Configurations on the front", table_html(info.front)))
+    sections.append(Section("Configurations on the front", table_html(info.front), FRONT_ANCHOR))
+    if info.failures is not None:
+        sections.append(Section("Failed and infeasible trials, by reason",
+                                table_html(failures_table(info.failures)), FAILURES_ANCHOR))
     if info.devices is not None:
         sections.append(Section("Devices compared", comparison_html(info.devices)))
     if info.portable is not None:
@@ -148,21 +159,30 @@ def dashboard_html(info: DashboardInfo, title: str | None = None) -> str:
                                 table_html(info.screening)))
     if info.profiles is not None:
         sections.append(Section("Profiled trials (dse profile)", table_html(info.profiles)))
-    return page_html(title or f"{info.summary.campaign} — dse dashboard", info.summary, sections)
+    failed = (0 if info.failures is None else
+              sum(group.size for group in info.failures.groups))
+    return page_html(title or f"{info.summary.campaign} — dse dashboard", info.summary, sections,
+                     failures=(FAILURES_ANCHOR, failed) if failed else None)
 
 
 def write_dashboard(run_dir: Path, out_path: Path, title: str | None = None,
                     storage: CampaignStorage | None = None,
-                    experiment: Path | None = None) -> Path:
+                    experiment: Path | None = None, description: str | None = None) -> Path:
     """Write the dashboard of the campaign in ``run_dir`` (its study in ``storage``, by default
     where the run folder says) to ``out_path`` (atomically, so a browser reloading during a run
-    never sees half a page); returns ``out_path``. With ``experiment`` (its YAML file), each
-    front row has its ``dse export`` command."""
+    never sees half a page); returns ``out_path``, wherever the caller puts it. With
+    ``experiment`` (its YAML file), each front row has its ``dse export`` command, and the page
+    (and the dashboards index) shows the campaign's description: ``description``, else the
+    experiment's, else its search space's (:func:`dse.report.description.campaign_description`)."""
     info = with_profile_links(dashboard_info(load_campaign(run_dir, storage), run_dir),
                               out_path.parent)
     if experiment is not None:
         info = info._replace(front=with_export_commands(info.front, experiment,
                                                         info.summary.campaign))
+    if description is None and experiment is not None:
+        description = campaign_description(experiment)
+    if description:
+        info = info._replace(summary=info.summary._replace(description=description))
     return atomic_write_text(out_path, dashboard_html(info, title))
 
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dse.metrics import find_metric
+from dse.metrics import Direction, find_metric, metric
+from dse.report.axis_text import tick_format
 from dse.report.render import _PALETTE
 from dse.report.values import label
+from dse.results import competing_mask, metric_column
 from dse.search.pareto import default_reference, hypervolume_history
 
 # Trials not finished yet cannot have grown the front; they are left off the x axis.
@@ -72,11 +75,7 @@ def hypervolume_history_info(trials: pd.DataFrame,
         lines.append(HypervolumeLine(str(device), numbers, list(range(1, len(numbers) + 1)),
                                      history))
     unfinished = len(trials) - len(finished)
-    note = "Reference point: " + ", ".join(
-        f"{name} = {label(value)}{_unit(name)}"
-        for name, value in zip(objectives, reference, strict=True))
-    note += (" (each objective's worst feasible value over all devices, pushed out by 10% of its "
-             "range; one point for all devices, so their volumes compare).")
+    note = reference_note(trials, objectives, reference)
     if unfinished:
         note += f" {unfinished} trial(s) still running or queued are not counted."
     return HypervolumeHistoryInfo(lines, reference, _y_title(objectives), note, None)
@@ -95,8 +94,33 @@ def hypervolume_history_figure(info: HypervolumeHistoryInfo) -> go.Figure:
     figure.update_layout(
         template="plotly_white", height=420, margin={"l": 70, "r": 20, "t": 30, "b": 60},
         legend={"title": {"text": "device"}},
-        xaxis={"title": {"text": "trial number"}}, yaxis={"title": {"text": info.y_title}})
+        xaxis={"title": {"text": "trial number"}},
+        yaxis={"title": {"text": info.y_title},
+               "tickformat": tick_format(v for line in info.lines for v in line.hypervolume)})
     return figure
+
+
+def reference_note(trials: pd.DataFrame, objectives: Sequence[str],
+                   reference: Sequence[float]) -> str:
+    """The reference point in words, each objective in its own direction: the worst feasible
+    value seen and how far beyond it the volume is measured from ("throughput_sps: lowest seen
+    500 samples/s, measured from 5,695 below it"), never the point's bare coordinates — a
+    maximised metric's reference pushed below its lowest value can be negative (a throughput of
+    -5,195 samples/s), which means nothing to a reader."""
+    competing = trials[competing_mask(trials) & trials["reused_from"].isna()]
+    parts = []
+    for name, value in zip(objectives, reference, strict=True):
+        higher = metric(name).direction is Direction.MAXIMIZE
+        seen = competing[metric_column(name)].astype("float64")
+        seen = seen[np.isfinite(seen)]
+        worst = float(seen.min() if higher else seen.max())
+        gap = abs(worst - value)
+        parts.append(f"{name}: {'lowest' if higher else 'highest'} seen {label(worst)}"
+                     f"{_unit(name)}, measured from {label(gap)} {'below' if higher else 'above'}"
+                     f" it")
+    return ("The hypervolume is measured from a point just beyond each objective's worst "
+            "feasible value over all devices (by 10% of its range; one point for all devices, "
+            "so their volumes compare): " + "; ".join(parts) + ".")
 
 
 def _unit(name: str) -> str:

@@ -26,6 +26,7 @@ INDEX_FILE = "index.html"
 CAMPAIGN_META = "dse-campaign"
 TRIALS_META = "dse-trials"
 DEVICES_META = "dse-devices"
+DESCRIPTION_META = "dse-description"
 # A profile page's tags: a label for people, then each part on its own for the index.
 PROFILE_META = "dse-profile"
 PROFILE_CAMPAIGN_META = "dse-profile-campaign"
@@ -64,6 +65,8 @@ class DashboardMeta(NamedTuple):
     devices: list[str] | None
     profile: ProfileMeta | None = None
     """Set on a profile page, None on a campaign dashboard."""
+    description: str | None = None
+    """What the campaign is for, when the page says."""
 
 
 class DashboardEntry(NamedTuple):
@@ -77,6 +80,7 @@ class DashboardEntry(NamedTuple):
     devices: list[str] | None
     modified: datetime
     """The file's last modification, local time."""
+    description: str | None = None
 
 
 class ProfileEntry(NamedTuple):
@@ -87,10 +91,13 @@ class ProfileEntry(NamedTuple):
     modified: datetime
 
 
-def dashboard_meta_html(campaign: str, trials: int, devices: Sequence[str]) -> str:
+def dashboard_meta_html(campaign: str, trials: int, devices: Sequence[str],
+                        description: str = "") -> str:
     """The ``<meta>`` tags a dashboard's ``<head>`` carries for the index."""
     tags = [(CAMPAIGN_META, campaign), (TRIALS_META, str(trials)),
             (DEVICES_META, ", ".join(devices))]
+    if description:
+        tags.append((DESCRIPTION_META, description))
     return "\n".join(f'<meta name="{name}" content="{html.escape(value)}">'
                      for name, value in tags)
 
@@ -148,7 +155,8 @@ def read_dashboard_meta(path: Path) -> DashboardMeta:
         trials=int(trials) if trials.isdigit() else None,
         devices=None if devices is None else [d.strip() for d in devices.split(",")
                                                if d.strip()],
-        profile=_profile(meta))
+        profile=_profile(meta),
+        description=meta.get(DESCRIPTION_META) or None)
 
 
 def _profile(meta: dict[str, str]) -> ProfileMeta | None:
@@ -200,7 +208,7 @@ def _entries(dashboards_dir: Path) -> tuple[list[DashboardEntry], list[ProfileEn
             profiles.append(ProfileEntry(meta.profile, path.name, modified))
             continue
         entries.append(DashboardEntry(meta.campaign or path.stem, path.name, meta.title,
-                                      meta.trials, meta.devices, modified))
+                                      meta.trials, meta.devices, modified, meta.description))
     return (sorted(entries, key=lambda entry: (entry.name, entry.file)),
             sorted(profiles, key=lambda entry: (entry.profile, entry.file)))
 
@@ -213,13 +221,15 @@ def index_html(entries: Sequence[DashboardEntry], profiles: Sequence[ProfileEntr
         link = f'<a href="{html.escape(quote(entry.file))}">{html.escape(entry.name)}</a>'
         trials = UNKNOWN if entry.trials is None else str(entry.trials)
         devices = UNKNOWN if entry.devices is None else ", ".join(entry.devices) or UNKNOWN
-        title = "" if entry.title in (None, entry.name) else entry.title  # no name twice
-        cells = [(link, ""), (html.escape(title), ""),
+        # What the campaign is for; a page without one shows its title, unless that is the
+        # campaign's name again.
+        about = entry.description or ("" if entry.title in (None, entry.name) else entry.title)
+        cells = [(link, ""), (html.escape(about or ""), ""),
                  (trials, ' class="number"'), (html.escape(devices), ""),
                  (entry.modified.isoformat(sep=" ", timespec="seconds"), "")]
         rows.append("<tr>" + "".join(f"<td{cls}>{cell}</td>" for cell, cls in cells) + "</tr>")
     if rows:
-        body = ("<table>\n<thead><tr><th>campaign</th><th>title</th><th>trials</th>"
+        body = ("<table>\n<thead><tr><th>campaign</th><th>description</th><th>trials</th>"
                 "<th>devices</th><th>last modified</th></tr></thead>\n<tbody>\n"
                 + "\n".join(rows) + "\n</tbody>\n</table>")
     else:

@@ -26,20 +26,15 @@ from dse.report.values import (
     device_provenance,
     hover_table,
     label,
-    sort_key,
     trial_keys,
 )
 from dse.results import (
-    PARAM_PREFIX,
     competing_mask,
     front_frame,
     metric_column,
     outcomes,
-    param_columns,
 )
-from dse.results.dtypes import is_missing
 
-NOT_APPLICABLE = "n/a"
 FRONT_NAME = "Pareto front"
 """The legend name of the trace of front points (a browser test looks it up by this name)."""
 
@@ -52,7 +47,7 @@ class AxisInfo(NamedTuple):
     log: bool = False
 
 
-def _wants_log(values: pd.Series) -> bool:
+def wants_log(values: pd.Series) -> bool:
     """A log axis when all values are positive and span at least a decade (latencies of batch 1
     and batch 32 models would otherwise crowd into one corner)."""
     finite = values.dropna().astype("float64")
@@ -111,27 +106,9 @@ class ParetoScatterInfo(NamedTuple):
     unclean: PointGroup = PointGroup("not measured cleanly", "unclean", [], [], [], [], [])
     """Feasible trials whose measurement was disturbed, underpowered or unstable, kept off the
     front (``measurement.non_ok_on_front`` false): shown apart, never on the front."""
-
-
-class Dimension(NamedTuple):
-    """One axis of the parallel-coordinates plot; categorical axes carry tick labels."""
-
-    label: str
-    values: list[float]
-    tickvals: list[float] | None
-    ticktext: list[str] | None
-
-
-class ParallelCoordinatesInfo(NamedTuple):
-    dimensions: list[Dimension]
-    trials: list[int]
-    color: list[float]
-    """The first objective, one value per line."""
-    color_title: str
-    color_higher_is_better: bool
-    empty_reason: str | None
-    note: str = ""
-    """What is not drawn: trials at an infinite objective value."""
+    projection_note: str = ""
+    """With more than two objectives: the front is over all of them, so in a 2-D view a front
+    point may look dominated (by a point worse on an objective not drawn). '' with two."""
 
 
 def axis_title(name: str) -> str:
@@ -181,7 +158,7 @@ def pareto_scatter_info(trials: pd.DataFrame, objectives: Sequence[str],
     drawable = present & pd.Series(np.isfinite(trials[columns].to_numpy(dtype="float64")).all(axis=1),
                                    index=trials.index)
     measured = trials[drawable]
-    axis_infos = [axis._replace(log=_wants_log(measured[column]))
+    axis_infos = [axis._replace(log=wants_log(measured[column]))
                   for axis, column in zip(axis_infos, columns, strict=True)]
     shared = device_provenance(measured, provenance)
     hover = hover_table(measured, [*names, *constraint_metrics(trials)], provenance, shared)
@@ -210,9 +187,19 @@ def pareto_scatter_info(trials: pd.DataFrame, objectives: Sequence[str],
         parts.group("failed", "failed", measured.index[failed]),
         parts.group(FRONT_NAME, "front", on_front.index), hover.fields, notes,
         " ".join(filter(None, [_note(trials[~present], names),
-                               _infinite_note(trials[present & ~drawable], names)])),
+                               infinite_note(trials[present & ~drawable], names)])),
         empty_reason,
-        parts.group("not measured cleanly", "unclean", measured.index[unclean]))
+        parts.group("not measured cleanly", "unclean", measured.index[unclean]),
+        projection_note(objectives))
+
+
+def projection_note(objectives: Sequence[str]) -> str:
+    """Why a ringed point can look dominated in two dimensions: '' for two objectives."""
+    if len(objectives) <= 2:
+        return ""
+    return (f"The front is over all {len(objectives)} objectives ({', '.join(objectives)}): in "
+            f"a 2-D view a ringed point may look dominated by one that is worse on an objective "
+            f"not drawn.")
 
 
 def trial_provenance(study: optuna.Study | Sequence[optuna.Study]) -> dict[TrialKey, dict[str, str]]:
@@ -268,35 +255,6 @@ def _no_points(name: str = "", kind: PointKind = "feasible") -> PointGroup:
     return PointGroup(name, kind, [], [], [], [], [])
 
 
-def parallel_coordinates_info(trials: pd.DataFrame,
-                              objectives: Sequence[str]) -> ParallelCoordinatesInfo:
-    """Data of the parallel-coordinates plot: one line per measured feasible trial, one axis per
-    parameter that varies among them (categorical ones as ticks), then one per objective."""
-    columns = [metric_column(name) for name in objectives]
-    title = metric_column(objectives[0]) if objectives else ""
-    spec = find_metric(objectives[0]) if objectives else None
-    higher = spec is not None and spec.direction is Direction.MAXIMIZE
-    if not objectives or any(column not in trials.columns for column in columns):
-        return ParallelCoordinatesInfo([], [], [], title, higher,
-                                       f"no trial has measured the objectives {list(objectives)}")
-    rows = trials[competing_mask(trials)].dropna(subset=columns)
-    finite = np.isfinite(rows[columns].to_numpy(dtype="float64")).all(axis=1)
-    note = _infinite_note(rows[~finite], objectives)
-    rows = rows[finite]
-    if rows.empty:
-        return ParallelCoordinatesInfo([], [], [], title, higher,
-                                       note or "no measured feasible trial yet")
-    # A parameter with one value across all lines separates nothing; the table still shows it.
-    dimensions = [_dimension(column.removeprefix(PARAM_PREFIX), rows[column])
-                  for column in param_columns(rows)
-                  if rows[column].nunique(dropna=False) > 1]
-    dimensions += [Dimension(axis_title(name), rows[col].astype("float64").tolist(), None, None)
-                   for name, col in zip(objectives, columns, strict=True)]
-    return ParallelCoordinatesInfo(dimensions, rows["trial"].tolist(),
-                                   rows[columns[0]].astype("float64").tolist(), title, higher,
-                                   None, note)
-
-
 def hover_texts(rows: pd.DataFrame, metrics: Sequence[str] | None = None,
                 provenance: TrialProvenance | None = None) -> list[str]:
     """Each trial's details as one HTML text, a line (``<br>``) each: where it ran, how it ended,
@@ -346,7 +304,7 @@ def _note(unplotted: pd.DataFrame, names: Sequence[str]) -> str:
     return "; ".join(parts) + ("." if parts else "")
 
 
-def _infinite_note(rows: pd.DataFrame, names: Sequence[str]) -> str:
+def infinite_note(rows: pd.DataFrame, names: Sequence[str]) -> str:
     """Say which trials have an infinite value on an axis (not drawn), per metric."""
     if rows.empty:
         return ""
@@ -359,19 +317,3 @@ def _infinite_note(rows: pd.DataFrame, names: Sequence[str]) -> str:
                 found.append(f"{count} at {name} = {label(float(value))}")
     return (f"{len(rows)} trial(s) with an infinite value are not drawn ({', '.join(found)}: "
             f"the metric's worst value, which no axis holds); the tables list them.")
-
-
-def _dimension(name: str, values: pd.Series) -> Dimension:
-    """A numeric axis when every value is a number; else categories in a stable order, with
-    ``n/a`` for a parameter the trial does not have (a knob of another backend)."""
-    numeric = pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
-    if numeric and not values.isna().any():
-        return Dimension(name, values.astype("float64").tolist(), None, None)
-    present = sorted({v for v in values.tolist() if not is_missing(v)}, key=sort_key)
-    ticktext = [label(v) for v in present]
-    if values.isna().any():
-        ticktext.append(NOT_APPLICABLE)
-    code = {text: float(i) for i, text in enumerate(ticktext)}
-    encoded = [code[NOT_APPLICABLE if is_missing(v) else label(v)] for v in values.tolist()]
-    return Dimension(name, encoded, [float(i) for i in range(len(ticktext))], ticktext)
-

@@ -38,7 +38,7 @@ from dse.report.profile_tables import (
     stacks_table,
     symbols_table,
 )
-from dse.report.summary import TableInfo
+from dse.report.table_info import TableInfo
 
 # The bar chart's operators: enough to see where the time goes, few enough to read their names.
 TOP_OPS = 15

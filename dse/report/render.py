@@ -16,7 +16,9 @@ import numpy.typing as npt
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from dse.report.info import ParallelCoordinatesInfo, ParetoScatterInfo, PointGroup
+from dse.metrics import Direction, find_metric
+from dse.report.axis_text import wrap_title
+from dse.report.info import ParetoScatterInfo, PointGroup
 from dse.report.page import Section, message_html
 
 # A fixed palette indexed by group order keeps colours identical from one report to the next.
@@ -71,10 +73,22 @@ def scatter_figure(info: ParetoScatterInfo) -> go.Figure:
         menus.append(_device_menu(info, slices, 0.5 if menus else 0.0))
     figure.update_layout(
         template="plotly_white", height=560,
-        margin={"l": 70, "r": 20, "t": 70 if menus else 30, "b": 60},
+        margin={"l": 70, "r": 20, "t": 70 if menus or info.projection_note else 30, "b": 60},
         legend={"title": {"text": "backend/precision"}}, updatemenus=menus,
+        annotations=_projection_annotation(info),
         **_axis_layout(info, "xaxis", first[0]), **_axis_layout(info, "yaxis", first[1]))
     return figure
+
+
+def _projection_annotation(info: ParetoScatterInfo) -> list[dict[str, Any]]:
+    """The note that the ringed front is over more objectives than the two drawn, above the plot
+    on the right (the menus are on the left), wrapped to a few short lines."""
+    if not info.projection_note:
+        return []
+    lines = wrap_title([info.projection_note], 64)
+    return [{"text": "<br>".join(_text(line) for line in lines), "showarrow": False,
+             "xref": "paper", "yref": "paper", "x": 1.0, "y": 1.01, "xanchor": "right",
+             "yanchor": "bottom", "align": "right", "font": {"size": 11, "color": "#555"}}]
 
 
 def scatter3d_figure(info: ParetoScatterInfo) -> go.Figure:
@@ -97,29 +111,16 @@ def scatter3d_figure(info: ParetoScatterInfo) -> go.Figure:
             for triple in info.triples], 0.0))
     if len(info.devices) > 1:
         menus.append(_device_menu(info, slices, 0.5 if menus else 0.0))
+    # The axis titles are drawn inside the scene's box: a camera further out than plotly's
+    # (1.25, 1.25, 1.25) keeps the cube and its titles inside it at any rotation of the default.
     figure.update_layout(
-        template="plotly_white", height=640,
+        template="plotly_white", height=660,
         margin={"l": 10, "r": 10, "t": 70 if menus else 30, "b": 10},
         legend={"title": {"text": "backend/precision"}}, updatemenus=menus,
+        scene={"camera": {"eye": {"x": 1.6, "y": 1.6, "z": 0.95},
+                          "center": {"x": 0.0, "y": 0.0, "z": -0.08}},
+               "aspectmode": "cube", "domain": {"x": [0.0, 0.82]}},
         **_scene_layout(info, first))
-    return figure
-
-
-def parallel_figure(info: ParallelCoordinatesInfo) -> go.Figure:
-    """One line per feasible trial across parameters and objectives, coloured by the first
-    objective so that the better end is always the bright one."""
-    dimensions = []
-    for dimension in info.dimensions:
-        axis: dict[str, object] = {"label": dimension.label, "values": dimension.values}
-        if dimension.ticktext is not None:
-            axis.update(tickvals=dimension.tickvals, ticktext=dimension.ticktext)
-        dimensions.append(axis)
-    line = {"color": info.color, "colorscale": "Viridis",
-            "reversescale": not info.color_higher_is_better, "showscale": True,
-            "colorbar": {"title": {"text": info.color_title}}}
-    figure = go.Figure(go.Parcoords(line=line, dimensions=dimensions))
-    figure.update_layout(template="plotly_white", height=480,
-                         margin={"l": 80, "r": 80, "t": 60, "b": 30})
     return figure
 
 
@@ -181,18 +182,30 @@ def _coords(part: _Slice, axis: int) -> list[float]:
 
 
 def _hover(part: _Slice, info: ParetoScatterInfo) -> tuple[npt.NDArray[np.str_], str]:
-    """Per point its texts, and the template that lays them out: only the fields some point of
-    the slice has, so that a label is written once per trace rather than once per point, and the
-    device's shared provenance once, in the template."""
+    """Per point its texts, and the template that lays them out: a field every point of the
+    slice has is labelled once, in the template (a page holds thousands of points); a field only
+    some points have (a knob or a provenance key of one runtime, among the front's several) is
+    labelled in those points' own texts, so that no point shows another runtime's field; the
+    device's shared provenance is said once, in the template."""
     rows = [part.group.hover[i] for i in part.points]
     fields = [f for f in range(1, len(info.hover_fields)) if any(row[f] for row in rows)]
+    everywhere = {f for f in fields if all(row[f] for row in rows)}
     # A text array: plotly copies it whole rather than checking each text.
-    customdata = np.array([[row[0], *(row[f] for f in fields)] for row in rows], dtype=str)
-    lines = [f"<b>trial %{{customdata[0]}}</b> on {_text(part.device)}"]
-    lines += [f"{_safe(info.hover_fields[f])}: %{{customdata[{n}]}}"
-              for n, f in enumerate(fields, start=1)]
-    lines += [f"<i>{_safe(note)}</i>" for note in info.device_notes.get(part.device, [])]
-    return customdata, "<br>".join(lines) + "<extra></extra>"
+    customdata = np.array([[row[0], *(row[f] if f in everywhere else _own_line(info, f, row[f])
+                                      for f in fields)] for row in rows], dtype=str)
+    template = f"<b>trial %{{customdata[0]}}</b> on {_text(part.device)}"
+    for n, f in enumerate(fields, start=1):
+        template += (f"<br>{_safe(info.hover_fields[f])}: %{{customdata[{n}]}}"
+                     if f in everywhere else f"%{{customdata[{n}]}}")
+    template += "".join(f"<br><i>{_safe(note)}</i>"
+                        for note in info.device_notes.get(part.device, []))
+    return customdata, template + "<extra></extra>"
+
+
+def _own_line(info: ParetoScatterInfo, field: int, text: str) -> str:
+    """A point's line for a field not every point of its trace has: '' without it. Filled into
+    the template as data, its ``%`` needs no guarding."""
+    return f"<br>{info.hover_fields[field]}: {text}" if text else ""
 
 
 def _safe(text: str) -> str:
@@ -233,12 +246,23 @@ def _axis_layout(info: ParetoScatterInfo, name: str, axis: int) -> dict[str, Any
             f"{name}.autorange": True}
 
 
+def _short_title(metric: str) -> str:
+    """``latency_p99_ms [ms] better ↓``: a 3-D axis has little room; the arrow points the way
+    values are better, as on the parallel coordinates."""
+    spec = find_metric(metric)
+    if spec is None:
+        return metric
+    return f"{spec.column} better {'↑' if spec.direction is Direction.MAXIMIZE else '↓'}"
+
+
 def _scene_layout(info: ParetoScatterInfo, triple: tuple[int, int, int]) -> dict[str, Any]:
     layout: dict[str, Any] = {}
     for name, axis in zip(("xaxis", "yaxis", "zaxis"), triple, strict=True):
         spec = info.axes[axis]
-        layout |= {f"scene.{name}.title.text": _text(spec.title),
+        layout |= {f"scene.{name}.title.text": _text(_short_title(spec.metric)),
                    f"scene.{name}.type": "log" if spec.log else "linear",
+                   # On a log axis, ticks at 1, 2 and 5 of each decade rather than at every digit.
+                   f"scene.{name}.dtick": "D2" if spec.log else None,
                    f"scene.{name}.autorange": True}
     return layout
 

@@ -1,37 +1,30 @@
-"""The text panels of a dashboard, as plain data: the campaign header, the table of the front
-(each configuration as YAML to paste), and the comparison of devices."""
+"""The text panels of a dashboard, as plain data: the campaign header and the comparison of
+devices (the table of the front is :mod:`dse.report.front_table`)."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import pandas as pd
-import yaml
 
 from dse.metrics import Direction, find_metric, metric
+from dse.report.front_table import DEPLOYMENT_FIELDS
+from dse.report.table_info import TableInfo
 from dse.report.values import label, plain, sort_key
 from dse.results import (
     PARAM_PREFIX,
     competing_mask,
     front_frame,
-    has_unclean,
     metric_column,
-    metric_columns,
     outcomes,
     param_columns,
     portable_front,
     quality_summary,
 )
-from dse.results.dtypes import is_missing
 
 # Usual outcomes first, in the order a reader expects them; anything else after, by name.
 _STATUS_ORDER = ("ok", "infeasible", "failed", "running", "waiting")
-# Keys of an experiment's ``baseline:`` (dse.spec.models.BaselineSpec), in its field order.
-_DEPLOYMENT_FIELDS = ("backend", "precision", "batch_size")
-# Characters that would end a YAML comment line early and start YAML of their own.
-_LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")
 # At most this many architectures in the side-by-side table: a page scales to 10,000 trials.
 ARCHITECTURE_ROWS = 100
 
@@ -50,22 +43,8 @@ class SummaryInfo(NamedTuple):
     """The device profiles with trials, by name (dashboards/index.html lists them)."""
     quality: str = ""
     """How cleanly the trials were measured (:func:`dse.results.quality_summary`)."""
-
-
-class TableInfo(NamedTuple):
-    columns: list[str]
-    rows: list[list[str]]
-    empty_reason: str | None
-    deploy_yaml: list[str] | None = None
-    """Per row, its configuration as an experiment's ``baseline:`` block (YAML), or None."""
-    note: str = ""
-    """What the table leaves out."""
-    links: list[str] | None = None
-    """Per row, the relative address of its trial's profile page ('' for none), shown as a column
-    of links (before the YAML one); None for a table without it."""
-    commands: list[str] | None = None
-    """Per row, the ``dse export`` command that makes its trial a deployable bundle ('' for
-    none), shown before the YAML; None for a table without it."""
+    description: str = ""
+    """What the campaign is for (:func:`dse.report.description.campaign_description`)."""
 
 
 class DeviceComparisonInfo(NamedTuple):
@@ -114,70 +93,6 @@ def portable_table_info(front: pd.DataFrame) -> TableInfo:
     headings = [str(c).removeprefix(PARAM_PREFIX) for c in portable.columns]
     rows = [[label(value) for value in row] for row in portable.itertuples(index=False)]
     return TableInfo(headings, rows, None)
-
-
-def front_table_info(front: pd.DataFrame, objectives: Sequence[str]) -> TableInfo:
-    """One row per front configuration: trial, device, every parameter, then the objectives and
-    the other metrics, with units in the headings, and the configuration as a ``baseline:``
-    block to paste (:func:`baseline_yaml`). Columns empty on the whole front are left out."""
-    if front.empty:
-        return TableInfo([], [], "no feasible trial has been measured yet")
-    first = [metric_column(name) for name in objectives if metric_column(name) in front.columns]
-    metrics = first + [column for column in metric_columns(front) if column not in first]
-    quality = ["measurement_quality"] if has_unclean(front) else []
-    columns = [column for column in ["trial", "device", *param_columns(front), *metrics, *quality]
-               if front[column].notna().any()]
-    headings = [column.removeprefix(PARAM_PREFIX) for column in columns]
-    rows = [[label(value) for value in row] for row in front[columns].itertuples(index=False)]
-    params = param_columns(front)
-    configs = [baseline_yaml({name: row[name] for name in params}, _yaml_comment(row))
-               for row in front.to_dict("records")]
-    return TableInfo(headings, rows, None, deploy_yaml=configs)
-
-
-def _yaml_comment(row: Mapping[Hashable, object]) -> str:
-    """``cnn · trial 3 on local-cpu``: what the baseline block itself has no key for."""
-    family, device = row.get(PARAM_PREFIX + "family"), row.get("device")
-    where = f"trial {label(row['trial'])}" + ("" if is_missing(device) else f" on {device}")
-    return where if family is None or is_missing(family) else f"{family} · {where}"
-
-
-def baseline_yaml(params: Mapping[str, object], comment: str = "") -> str:
-    """A configuration as an experiment's ``baseline:`` block, ready to paste: ``arch``,
-    ``backend``, ``precision``, ``batch_size``, ``knobs`` and free ``params``, the keys of
-    ``dse.spec.models.BaselineSpec``. ``params`` are a trials-table row's parameters, named with
-    or without the ``param.`` prefix (``arch.depth``, ``knob.num_threads``); missing values are
-    left out. ``comment`` (the family, where it was measured) goes on a comment line above.
-    """
-    arch: dict[str, object] = {}
-    knobs: dict[str, object] = {}
-    top: dict[str, object] = {}
-    free: dict[str, object] = {}
-    for name, value in params.items():
-        key = str(name).removeprefix(PARAM_PREFIX)
-        if is_missing(value) or key == "family":
-            continue  # the family is the space's, not the baseline's
-        group, _, rest = key.partition(".")
-        if group == "arch" and rest:
-            arch[rest] = plain(value)
-        elif group == "knob" and rest:
-            knobs[rest] = plain(value)
-        elif key in _DEPLOYMENT_FIELDS:
-            top[key] = plain(value)
-        elif not rest:
-            free[key] = plain(value)
-    block: dict[str, object] = {}
-    if arch:
-        block["arch"] = arch
-    block.update((key, top[key]) for key in _DEPLOYMENT_FIELDS if key in top)
-    if knobs:
-        block["knobs"] = knobs
-    if free:
-        block["params"] = free
-    text = yaml.safe_dump({"baseline": block}, sort_keys=False, default_flow_style=False,
-                          allow_unicode=True)
-    line = _LINE_BREAKS.sub(" ", comment).strip()
-    return (f"# {line}\n" if line else "") + text
 
 
 def device_comparison_info(trials: pd.DataFrame, objectives: Sequence[str],
@@ -256,6 +171,6 @@ def _higher(name: str) -> bool:
 def _architecture_columns(frame: pd.DataFrame) -> list[str]:
     """The columns that name an architecture (as ``dse.results.portable_front`` reads them)."""
     arch = [c for c in param_columns(frame) if c.startswith(PARAM_PREFIX + "arch.")]
-    deployment = {PARAM_PREFIX + key for key in ("family", *_DEPLOYMENT_FIELDS)}
+    deployment = {PARAM_PREFIX + key for key in ("family", *DEPLOYMENT_FIELDS)}
     return arch or [c for c in param_columns(frame) if c not in deployment
                     and not c.startswith(PARAM_PREFIX + "knob.")]

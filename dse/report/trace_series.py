@@ -26,6 +26,11 @@ TIME_CHANNEL = "time_s"
 KIND_TITLES = {"power": "power [W]", "temperature": "temperature [°C]", "clock": "clock [MHz]",
                "memory": "memory [MB]"}
 SENSOR_KINDS = ("power", "temperature", "clock")
+KIND_UNITS = {"power": "W", "temperature": "°C", "clock": "MHz", "memory": "MB"}
+#: A series whose readings stay within this much (or 1% of its level, whichever is more) is
+#: steady: a line across an empty plot says less than its value in words.
+STEADY_SPREAD = {"power": 0.5, "temperature": 1.0, "clock": 10.0, "memory": 1.0}
+STEADY_FRACTION = 0.01
 _BY_UNIT = {"W": "power", "°C": "temperature", "MHz": "clock", "kHz": "clock", "MB": "memory"}
 _MAXIMA = ("max_mhz", "cpuinfo_max_freq")  # ceilings, not the clock the work got
 _RAPL_ENERGY, _RAPL_WRAP = "/energy_uj", "/max_energy_range_uj"
@@ -117,3 +122,16 @@ def _counter_power(clock: FloatArray, energy_uj: FloatArray,
     watts = np.where(span > 0, delta / np.where(span > 0, span, 1.0) / 1e6, np.nan)
     keep = np.isfinite(watts)
     return ((t[:-1] + t[1:]) / 2)[keep], watts[keep]
+
+
+def steady_level(series: Series) -> float | None:
+    """The median reading of a series that barely moves (within :data:`STEADY_SPREAD` of its
+    kind, or :data:`STEADY_FRACTION` of its level), None for one worth drawing."""
+    values = np.asarray(series.values, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    if len(values) == 0:
+        return None
+    level = float(np.median(values))
+    spread = float(values.max() - values.min())
+    allowed = max(STEADY_SPREAD.get(series.kind, 0.0), STEADY_FRACTION * abs(level))
+    return level if spread <= allowed else None

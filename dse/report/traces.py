@@ -22,20 +22,27 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from dse.report.axis_text import format_number
 from dse.report.distributions import SamplesUnreadable, TrialKey, load_samples, sample_files, sample_keys
 from dse.report.render import _PALETTE
 from dse.report.throttling import ThrottledInterval
 from dse.report.trace_series import (
     KIND_TITLES,
+    KIND_UNITS,
     SENSOR_KINDS,
+    STEADY_FRACTION,
     TIME_CHANNEL,
     TRACE_PREFIX,
     Series,
     channel_kind,
     parse_trace_key,
+    steady_level,
     trial_series,
 )
 from dse.results import front_frame
+
+# How many front trials' files are read, per trial shown, looking for traces that move.
+_LOOK_FURTHER = 4
 
 
 class TrialTraces(NamedTuple):
@@ -104,17 +111,34 @@ def traces_info(trials: pd.DataFrame, objectives: Sequence[str], studies: Sequen
         return _empty(f"none of the {len(front)} front trial(s) recorded telemetry traces",
                       notes)
     candidates.sort(key=lambda c: (not c.has_sensors, -c.duration_s, c.key))
-    chosen = candidates[:max_trials]
+    # A trial whose every trace is steady is a line of text, not a column of flat plots: more
+    # files are read, up to a bound, to find trials with something to draw.
+    chosen = candidates[:max_trials * _LOOK_FURTHER]
     shown: list[TrialTraces] = []
+    steady: dict[str, list[tuple[TrialKey, float, str]]] = {}
+    read: list[_Candidate] = []
     thinned = capped = hidden = 0
     for candidate in chosen:
+        if len(shown) == max_trials:
+            break
         try:
             arrays = load_samples(candidate.path, lambda k: k.startswith(TRACE_PREFIX))
         except SamplesUnreadable as exc:
             notes.append(f"{candidate.key[0]} #{candidate.key[1]}: {exc}")
             continue
+        read.append(candidate)
         series, intervals = trial_series(arrays)
-        series, dropped = _cap_per_kind(series, max_series_per_kind)
+        moving = []
+        for one in series:
+            level = steady_level(one)
+            if level is None:
+                moving.append(one)
+            else:
+                steady.setdefault(one.name, []).append((candidate.key, level,
+                                                        KIND_UNITS[one.kind]))
+        if not moving and not intervals:
+            continue
+        series, dropped = _cap_per_kind(moving, max_series_per_kind)
         capped += dropped
         thinned += sum(len(s.time_s) > max_points for s in series)
         series = [_thin(s, max_points) for s in series]
@@ -122,15 +146,25 @@ def traces_info(trials: pd.DataFrame, objectives: Sequence[str], studies: Sequen
         shown.append(TrialTraces(candidate.key[0], candidate.key[1], candidate.duration_s,
                                  series, intervals[:max_intervals]))
     kinds = [k for k in KIND_TITLES if any(s.kind == k for t in shown for s in t.series)]
+    steady_lines = [_steady_line(name, found) for name, found in sorted(steady.items())]
+    probes = sorted({k.split(".")[1] for c in read for k in c.keys})
+    sensors = any(s.kind in SENSOR_KINDS for t in shown for s in t.series) or any(
+        KIND_UNITS[kind] in line for kind in SENSOR_KINDS for line in steady_lines)
+    no_sensor = (f"No power, temperature or clock sensor was read on these trials (probes: "
+                 f"{', '.join(probes)})")
+    if not kinds and steady_lines:
+        return _empty("no telemetry trace moved during the measurement: "
+                      + "; ".join(steady_lines), notes if sensors else [*notes, no_sensor])
     if not kinds:
         return _empty("the front trials' traces hold no power, temperature, clock or memory "
                       "channel", notes)
     notes.insert(0, f"{len(shown)} of the {len(candidates)} front trial(s) with telemetry shown "
-                    f"(those with power, temperature or clock readings first, then the longest)")
-    if not any(s.kind in SENSOR_KINDS for t in shown for s in t.series):
-        probes = sorted({k.split(".")[1] for c in chosen for k in c.keys})
-        notes.append(f"No power, temperature or clock sensor was read on these trials (probes: "
-                     f"{', '.join(probes)}); only memory is shown")
+                    f"(those with power, temperature or clock readings first, then the longest); "
+                    f"a trace that moves less than {STEADY_FRACTION:.0%} of its level is said "
+                    f"in words, not drawn")
+    notes[1:1] = steady_lines
+    if not sensors:
+        notes.append(no_sensor + "; only memory is shown")
     if any(t.throttled for t in shown):
         notes.append("Shaded: intervals where a throttle reason was active (NVML clocks-event "
                      "reasons that mean throttling, CPU thermal-throttle time, Jetson "
@@ -184,6 +218,24 @@ def traces_figure(info: TracesInfo) -> go.Figure:
                          margin={"l": 70, "r": 20, "t": 50, "b": 60},
                          legend={"title": {"text": "probe channel"}})
     return figure
+
+
+def _steady_line(name: str, found: Sequence[tuple[TrialKey, float, str]]) -> str:
+    """``process_memory rss_mb steady at 1,184 MB on #25, 1,139 MB on #10``."""
+    readings = ", ".join(f"{format_number(level, _decimals(level))} {unit} on "
+                         f"{_trial_name(key, found)}" for key, level, unit in found)
+    return f"{name} steady at {readings}"
+
+
+def _decimals(level: float) -> int:
+    """Three significant digits at least, no decimals for values of a thousand or more."""
+    return max(0, 2 - int(np.floor(np.log10(abs(level))))) if level else 0
+
+
+def _trial_name(key: TrialKey, found: Sequence[tuple[TrialKey, float, str]]) -> str:
+    """``#25``, or ``local-cpu #25`` when the readings span devices."""
+    several = len({device for (device, _), _, _ in found}) > 1
+    return f"{key[0]} #{key[1]}" if several else f"#{key[1]}"
 
 
 def _empty(reason: str, notes: Sequence[str] = ()) -> TracesInfo:

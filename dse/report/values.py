@@ -26,6 +26,8 @@ from dse.results import (
 from dse.results.dtypes import is_missing
 
 ELLIPSIS = "…"
+# Floats in this range read as whole numbers; beyond it, in exponent notation.
+_WHOLE_FROM, _WHOLE_UNTIL = 1e4, 1e12
 # Bounds on one hover value: a page holds thousands of hovers, and an error message or a path
 # can be long; the whole text stays in the study.
 VALUE_LIMIT = 60
@@ -58,10 +60,14 @@ class HoverTable(NamedTuple):
 
 
 def label(value: object) -> str:
-    """A cell as text: floats to four significant digits, missing as empty."""
+    """A cell as text: floats to four significant digits (whole numbers from 10,000 on, so a
+    throughput reads 153908, not 1.539e+05), missing as empty. No thousands separator: the
+    tables sort a column by its text as numbers."""
     if is_missing(value):
         return ""
     if isinstance(value, float):
+        if math.isfinite(value) and _WHOLE_FROM <= abs(value) < _WHOLE_UNTIL:
+            return f"{value:.0f}"
         return f"{value:.4g}"
     return str(value)
 
@@ -122,18 +128,28 @@ def constraint_metrics(frame: pd.DataFrame) -> list[str]:
 
 def device_provenance(rows: pd.DataFrame,
                       provenance: TrialProvenance | None) -> dict[str, dict[str, str]]:
-    """Per device of ``rows``, the :data:`PROVENANCE_KEYS` whose value is the same on all of its
-    trials that recorded one (the host, the driver): said once for the device, not per trial."""
+    """Per device of ``rows``, the :data:`PROVENANCE_KEYS` that every one of its trials with a
+    provenance recorded, with one value (the host, the driver): said once for the device, not per
+    trial. A key only some trials recorded (a runtime's own setting: ONNX Runtime's
+    ``execution_provider``, torch's ``mode``) stays with those trials: said for the device, it
+    would be read as true of the other runtime's points too."""
     if not provenance:
         return {}
     seen: dict[str, dict[str, set[str]]] = {}
+    recorded: dict[str, int] = {}
+    counts: dict[str, dict[str, int]] = {}
     for device, number in trial_keys(rows):
-        record = provenance.get((device, number), {})
+        record = provenance.get((device, number))
         values = seen.setdefault(device, {})
+        if not record:
+            continue  # a trial that recorded nothing (failed early) says nothing either way
+        recorded[device] = recorded.get(device, 0) + 1
         for key in PROVENANCE_KEYS:
             if key in record:
                 values.setdefault(key, set()).add(str(record[key]))
-    return {device: {key: next(iter(found)) for key, found in values.items() if len(found) == 1}
+                counts.setdefault(device, {})[key] = counts.get(device, {}).get(key, 0) + 1
+    return {device: {key: next(iter(found)) for key, found in values.items()
+                     if len(found) == 1 and counts[device][key] == recorded[device]}
             for device, values in seen.items()}
 
 

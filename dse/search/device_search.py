@@ -1,7 +1,7 @@
 """One device profile's study as the search loop drives it: what it has learnt (earlier results
-that an identical candidate reuses, the fully measured front that screening compares with),
-learnt again from the stored trials when a run resumes, and each result recorded on its trial
-and told to Optuna."""
+that an identical candidate reuses, failures of an architecture that its every candidate reuses,
+the fully measured front that screening compares with), learnt again from the stored trials when
+a run resumes, and each result recorded on its trial and told to Optuna."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dse.candidate import Candidate
 from dse.columns import blocks_front
 from dse.metrics import current_metric_keys, is_measured
 
@@ -37,9 +38,16 @@ def repeats_to_stop(known: int) -> int:
     return min(EXHAUSTED_AFTER, max(EXHAUSTED_MIN, 5 * known))
 
 
+#: ``failure_scope`` of a failure that is the architecture's (the worker's ArchFailure: the model
+#: failed to build, score or train before any backend touched it).
+ARCH_SCOPE = "arch"
+
+
 @dataclass
 class KnownResult:
-    """An earlier result that an identical candidate reuses instead of being measured again."""
+    """An earlier result that an identical candidate reuses instead of being measured again;
+    ``scope`` ``"arch"`` when it is a failure of the architecture, which every candidate of the
+    same architecture reuses too."""
 
     number: int
     status: str
@@ -47,6 +55,7 @@ class KnownResult:
     metrics: dict[str, float]
     missing: dict[str, str]
     quality: str | None = None
+    scope: str | None = None
 
 
 class DeviceSearch:
@@ -67,6 +76,9 @@ class DeviceSearch:
         # of a candidate already measured (reused) costs no budget.
         self.completed = 0
         self.known: dict[str, KnownResult] = {}
+        # Failures of an architecture (by Candidate.arch_id), deterministic whatever the backend,
+        # precision or batch: its other candidates are answered from them, never measured.
+        self.arch_failures: dict[str, KnownResult] = {}
         # Proposals in a row that brought no new candidate; at EXHAUSTED_AFTER the sampler is
         # taken to have nothing new to offer (a small space measured in full) and asking stops.
         self.repeats_in_a_row = 0
@@ -93,6 +105,24 @@ class DeviceSearch:
         if self._size is not None and len(self.known) >= self._size:
             return True
         return self.repeats_in_a_row >= repeats_to_stop(len(self.known))
+
+    def answer(self, candidate: Candidate) -> KnownResult | None:
+        """The earlier result ``candidate`` reuses: its own, else its architecture's failure;
+        None when it must be measured. An architecture's answer is remembered as the
+        candidate's own, so the space's count of known candidates grows."""
+        known = self.known.get(candidate.candidate_id)
+        if known is None:
+            known = self.arch_failures.get(candidate.arch_id)
+            if known is not None:
+                self.known[candidate.candidate_id] = known
+        return known
+
+    def learn(self, candidate: Candidate, known: KnownResult) -> None:
+        """Remember a measured result of ``candidate`` (and of its architecture, when it is the
+        architecture's failure)."""
+        self.known[candidate.candidate_id] = known
+        if known.scope == ARCH_SCOPE and known.status != "ok":
+            self.arch_failures.setdefault(candidate.arch_id, known)
 
     def front_eligible(self, quality: str | None) -> bool:
         """Whether a measurement of this quality may be on the front (and so screen others)."""
@@ -126,7 +156,8 @@ class DeviceSearch:
                     self.known[attrs["candidate_id"]] = KnownResult(
                         frozen.number, attrs["status"], attrs.get("reason", ""), metrics,
                         current_metric_keys(attrs.get("missing") or {}),
-                        attrs.get("measurement_quality"))
+                        attrs.get("measurement_quality"), attrs.get("failure_scope"))
+                self._learn_arch_failure(frozen)
                 if (self.tracker is not None and frozen.state == TrialState.COMPLETE
                         and attrs["status"] == "ok" and "reused_from" not in attrs
                         and attrs.get("fidelity") != "screen"
@@ -134,6 +165,20 @@ class DeviceSearch:
                     self.tracker.add(frozen.number, metrics)
         self.completed = sum(t.state == TrialState.COMPLETE and "reused_from" not in t.user_attrs
                              for t in study.get_trials(deepcopy=False))
+
+    def _learn_arch_failure(self, frozen: optuna.trial.FrozenTrial) -> None:
+        """An architecture's failure a stored trial recorded (measured, or answered from the one
+        that was: ``reused_from`` names it)."""
+        attrs = frozen.user_attrs
+        if attrs.get("failure_scope") != ARCH_SCOPE or attrs["status"] == "ok" or not isinstance(
+                attrs.get("candidate"), dict):
+            return
+        arch_id = Candidate(**attrs["candidate"]).arch_id
+        if arch_id not in self.arch_failures:
+            self.arch_failures[arch_id] = KnownResult(
+                int(attrs.get("reused_from", frozen.number)), attrs["status"],
+                attrs.get("reason", ""), current_metric_keys(attrs.get("metrics") or {}),
+                current_metric_keys(attrs.get("missing") or {}), None, ARCH_SCOPE)
 
     def record(self, trial: optuna.Trial, status: str, reason: str, metrics: dict[str, float],
                missing: dict[str, str], quality: str | None) -> tuple[str, str]:

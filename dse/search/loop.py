@@ -3,8 +3,9 @@
 This is the only module that joins the search and the farm. The driver owns the study; workers
 never touch storage. What a trial carries (user attrs) is the contract that ``dse.results`` reads:
 ``candidate``, ``candidate_id``, ``status``, ``reason``, ``metrics``, ``missing``, ``provenance``,
-and, where they apply, ``reused_from``, ``samples_file``, ``device_seconds`` and, with screening
-(``search.screening``), ``fidelity``, ``screen_seconds`` and ``full_seconds``
+and, where they apply, ``reused_from``, ``failure_scope`` (``arch``: a failure of the model
+itself, reused by every candidate of its architecture), ``samples_file``, ``device_seconds`` and,
+with screening (``search.screening``), ``fidelity``, ``screen_seconds`` and ``full_seconds``
 (see :func:`dse.search.screening.fidelity_attrs`).
 """
 
@@ -21,12 +22,13 @@ import numpy as np
 
 from dse.atomic import atomic_write
 from dse.candidate import Candidate
-from dse.exceptions import DseError, Terminated
+from dse.exceptions import Terminated
 from dse.farm.dispatcher import Done, Job
 from dse.farm.isolation import NodeLock, current_node_id
 from dse.measurement import Measurement
 from dse.search.candidate_space import space_counter
 from dse.search.device_search import DeviceSearch, KnownResult
+from dse.search.failure_stops import FailureStops
 from dse.search.interrupts import StickyInterrupt
 from dse.search.screening import FrontTracker, fidelity_attrs, screening_request
 from dse.search.space import suggest_candidate
@@ -120,8 +122,9 @@ class SearchLoop:
         # result when it arrives instead of measuring the same thing twice.
         self.followers: dict[str, list[_Pending]] = {}
         self._keys = itertools.count()
-        self.failed_here = 0
-        self.last_failure = ""
+        budget = experiment.spec.budget
+        self.stops = FailureStops(experiment.path, budget.max_failed,
+                                  budget.stop_after_same_failure)
         # Raises once another driver has taken the campaign's lease (see dse.search.lease).
         self.lease_check = lease_check or (lambda: None)
         # Every trial this run created, by profile: an interrupt fails those still RUNNING.
@@ -169,7 +172,8 @@ class SearchLoop:
         trial.set_user_attr("candidate_id", candidate.candidate_id)
         key = next(self._keys)
         self.pending[key] = pending
-        known = search.known.get(candidate.candidate_id)
+        # Its own earlier result, else its architecture's recorded failure: nothing to measure.
+        known = search.answer(candidate)
         if known is not None:
             search.repeats_in_a_row += 1
             self._finish_reused(key, known)
@@ -189,6 +193,8 @@ class SearchLoop:
         pending = self.pending.pop(key)
         search = self.searches[pending.profile]
         pending.trial.set_user_attr("reused_from", known.number)
+        if known.scope is not None:
+            pending.trial.set_user_attr("failure_scope", known.scope)
         status, reason = search.record(pending.trial, known.status, known.reason,
                                        known.metrics, known.missing, known.quality)
         self._outcome(search, pending, status, reason, known.metrics, known.number,
@@ -208,6 +214,11 @@ class SearchLoop:
         for name, value in fidelity.items():
             trial.set_user_attr(name, value)
         quality = measurement.provenance.get("measurement_quality")
+        # A failure of the model itself (the worker's ArchFailure) is its architecture's.
+        scope = (measurement.provenance.get("failure_scope")
+                 if measurement.status != "ok" else None)
+        if scope is not None:
+            trial.set_user_attr("failure_scope", scope)
         status, reason = search.record(trial, measurement.status, measurement.reason,
                                        measurement.metrics, measurement.missing, quality)
         if (search.tracker is not None and status == "ok"
@@ -215,8 +226,8 @@ class SearchLoop:
                 and search.front_eligible(quality)):
             search.tracker.add(trial.number, measurement.metrics)
         known = KnownResult(trial.number, status, reason, measurement.metrics,
-                            measurement.missing, quality)
-        search.known[pending.candidate.candidate_id] = known
+                            measurement.missing, quality, scope)
+        search.learn(pending.candidate, known)
         self._outcome(search, pending, status, reason, measurement.metrics, None,
                       fidelity.get("fidelity"), quality)
         for follower in self.followers.pop(pending.candidate.candidate_id, []):
@@ -228,11 +239,11 @@ class SearchLoop:
                  fidelity: str | None = None, quality: str | None = None) -> None:
         # Only a measurement counts: a reused result spends no budget (budget.trials counts
         # distinct candidates) and is no new failure.
-        if reused is None and status == "ok":
-            search.completed += 1
-        elif reused is None:
-            self.failed_here += 1
-            self.last_failure = f"{search.profile.name} trial {pending.trial.number} {status}: {reason}"
+        if reused is None:
+            self.stops.measured(f"{search.profile.name} trial {pending.trial.number}", status,
+                                reason, farm=search.profile.name not in self.evaluated)
+            if status == "ok":
+                search.completed += 1
         if self.on_trial is not None:
             budget = self.experiment.spec.budget.trials
             self.on_trial(TrialOutcome(
@@ -276,17 +287,21 @@ class SearchLoop:
                 interrupts.check()
                 self.lease_check()
                 # The driver's own work is "other dse work" for a device on its node.
+                asked = 0
                 with self.node_lock.shared():
                     for search in self.searches.values():
                         for _ in range(self._to_ask(search)):
                             self._ask(search)
+                            asked += 1
                 # Checked after asking too: a repeat of a failed candidate fails inside _ask,
                 # leaves nothing pending, and would otherwise loop here for ever.
                 self._stop_if_too_many_failed()
                 if not self.pending:
-                    # Every device is busy elsewhere or still starting: wait for a change rather
-                    # than spin (reused results finish at once and never leave trials pending).
-                    self.dispatcher.wait(timeout_s=0.5)
+                    # Asked, and every answer was a reused result (finished at once): ask again.
+                    # Else every device is busy elsewhere or still starting: wait for a change
+                    # rather than spin.
+                    if not asked:
+                        self.dispatcher.wait(timeout_s=0.5)
                     continue
                 finished = self.dispatcher.wait()
                 with self.node_lock.shared():
@@ -315,21 +330,14 @@ class SearchLoop:
                 if s.exhausted and s.completed < budget]
 
     def _stop_if_too_many_failed(self) -> None:
-        """DseError naming the last reason once this run has had budget.max_failed failed or
-        infeasible trials while some budget is still open."""
-        budget = self.experiment.spec.budget
-        if self.failed_here and any(s.exhausted and s.completed == 0 and not self._in_flight(s)
-                                    for s in self.searches.values()):
-            raise DseError(
-                f"{self.experiment.path}: every candidate the sampler proposes on a device failed "
-                f"({self.failed_here} distinct failed or infeasible in this run, none completed); "
-                f"last: {self.last_failure}")
-        if self.failed_here >= budget.max_failed and self._open_searches():
-            done_count = sum(s.completed for s in self.searches.values())
-            raise DseError(
-                f"{self.experiment.path}: budget.max_failed: stopped after "
-                f"{self.failed_here} failed or infeasible trials in this run ({done_count} of "
-                f"{budget.trials * len(self.searches)} completed); last: {self.last_failure}")
+        """DseError naming the reason in full when failures stop the run (FailureStops): the
+        first candidates of the run all failing alike, a device whose every proposed candidate
+        failed, or budget.max_failed failures while some budget is still open."""
+        self.stops.check(
+            [s.profile.name for s in self.searches.values()
+             if s.exhausted and s.completed == 0 and not self._in_flight(s)],
+            bool(self._open_searches()), sum(s.completed for s in self.searches.values()),
+            self.experiment.spec.budget.trials * len(self.searches))
 
     def _running_here(self) -> dict[str, list[tuple[optuna.trial.Trial, bool]]]:
         """This run's trials still RUNNING, by profile, each with whether it had its candidate:

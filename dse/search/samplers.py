@@ -115,14 +115,20 @@ def _grid(settings: SamplerSettings, seed: int) -> optuna.samplers.BaseSampler:
     return ExhaustiveSampler(seed=seed)
 
 
+_STARTUP = frozenset({"startup_trials"})
+_POPULATION = frozenset({"population_size"})
+
 for _declaration in (
         SamplerDeclaration("surrogate", _surrogate,
                            "a space-filling start, then the unmeasured candidate a forest model "
-                           "of the measurements expects to extend the front most", uses_context=True),
-        SamplerDeclaration("tpe", _tpe, "multi-objective TPE"),
-        SamplerDeclaration("nsga2", _nsga2, "NSGA-II (genetic)"),
-        SamplerDeclaration("nsga3", _nsga3, "NSGA-III (genetic, reference points)"),
-        SamplerDeclaration("gp", _gp, "Gaussian process, constrained multi-objective"),
+                           "of the measurements expects to extend the front most", uses_context=True,
+                           options=_STARTUP),
+        SamplerDeclaration("tpe", _tpe, "multi-objective TPE", options=_STARTUP),
+        SamplerDeclaration("nsga2", _nsga2, "NSGA-II (genetic)", options=_POPULATION),
+        SamplerDeclaration("nsga3", _nsga3, "NSGA-III (genetic, reference points)",
+                           options=_POPULATION),
+        SamplerDeclaration("gp", _gp, "Gaussian process, constrained multi-objective",
+                           options=_STARTUP),
         SamplerDeclaration("random", _random, "uniform random"),
         SamplerDeclaration("grid", _grid, "every combination of a small space once",
                            needs_steps=True)):

@@ -10,7 +10,7 @@ apply: the table or the function says what exists. Free parameters keep their ow
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from dse.backends.capabilities import supports_device
 from dse.candidate import Candidate
@@ -32,32 +32,61 @@ class Suggester(Protocol):
                       log: bool = False) -> float: ...
 
 
-def device_options(space: SearchSpace, profile: HardwareProfile, *,
-                   capabilities: bool = True) -> dict[str, list[str]]:
-    """Backend -> precisions this device can run, from the space, the profile and (unless
-    ``capabilities`` is false, or the profile is a replay one) the capability table. A replay
-    profile that lists no backends or precisions does not narrow the space's."""
+class DeviceCombinations(NamedTuple):
+    """What a device is offered of a space's deployment, and what it is not, with why."""
+
+    options: dict[str, list[str]]
+    """Backend -> the precisions offered with it."""
+    dropped: list[tuple[str, str]]
+    """(what, why) for each thing left out: a backend the profile does not list (``tensorrt``:
+    every precision of it) or one combination (``onnxruntime/fp16``)."""
+
+
+def device_combinations(space: SearchSpace, profile: HardwareProfile, *,
+                        capabilities: bool = True) -> DeviceCombinations:
+    """The backend/precision combinations of ``space`` that ``profile`` is offered (as
+    :func:`device_options`), and each one left out with every reason that holds: a backend or
+    precision the profile does not list, the capability table's reason for the combination on
+    the device (asked even where the profile's list already leaves it out, so that adding a
+    precision to the profile never meets a second refusal unannounced)."""
     deployment = space.deployment
     if deployment is None:
-        return {}
+        return DeviceCombinations({}, [])
     replay = profile.kind == "replay"
     backends: list[str] = list(profile.backends or (deployment.backends if replay else []))
     allowed: list[str] = list(profile.precisions or (deployment.precisions if replay else []))
     checked = capabilities and not replay
     options: dict[str, list[str]] = {}
+    dropped: list[tuple[str, str]] = []
     for backend in deployment.backends:
         if backend not in backends:
+            dropped.append((backend, f"not among the profile's backends ({', '.join(backends)})"))
             continue
-        precisions: list[str] = [
-            p for p in deployment.precisions
-            if p in allowed and (not checked or supports_device(
-                backend, p, profile.kind, profile.compute_capability)[0])]
-        if precisions:
-            options[backend] = precisions
-    if not options:
+        for precision in deployment.precisions:
+            reasons = [] if precision in allowed else [
+                f"not among the profile's precisions ({', '.join(allowed)})"]
+            if checked:
+                ok, reason = supports_device(backend, precision, profile.kind,
+                                             profile.compute_capability)
+                reasons += [] if ok else [reason]
+            if reasons:
+                dropped.append((f"{backend}/{precision}", ", and ".join(reasons)))
+            else:
+                options.setdefault(backend, []).append(precision)
+    return DeviceCombinations(options, dropped)
+
+
+def device_options(space: SearchSpace, profile: HardwareProfile, *,
+                   capabilities: bool = True) -> dict[str, list[str]]:
+    """Backend -> precisions this device can run, from the space, the profile and (unless
+    ``capabilities`` is false, or the profile is a replay one) the capability table. A replay
+    profile that lists no backends or precisions does not narrow the space's. SpecError, with
+    each combination's reason, when none is left."""
+    options, dropped = device_combinations(space, profile, capabilities=capabilities)
+    if space.deployment is not None and not options:
+        reasons = "; ".join(f"{what}: {why}" for what, why in dropped)
         raise SpecError([f"space {space.name!r}: no backend/precision of the space runs on device "
-                         f"{profile.name!r} (profile backends {profile.backends}, precisions "
-                         f"{profile.precisions})"])
+                         f"{profile.name!r} (a {profile.kind} device): {reasons}"])
     return options
 
 

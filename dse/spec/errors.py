@@ -8,6 +8,7 @@ whole expansion first.
 from __future__ import annotations
 
 import math
+import re
 import reprlib
 import types
 import typing
@@ -17,6 +18,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from dse.spec.near_names import allowed_hint
+
 # Tags pydantic puts in an error location for union members; they mean nothing to a user.
 _UNION_TAGS = {"choices", "range"}
 # A key longer than this is shown cut in a field path: the path must stay readable on one line.
@@ -25,8 +28,17 @@ _KEY_CHARS = 40
 # and the first few say what to fix.
 MAX_PROBLEMS = 20
 # The longest message of a model's own check that is shown whole; the longest written today
-# ("unknown metric ...; allowed: <every metric>") has under 1,000 characters.
+# (a list of allowed names, cut at near_names.SHORT_LIST) has under 1,000 characters.
 _MESSAGE_CHARS = 2_000
+# What to write where a model's mapping was expected, for the models a YAML value may also take
+# another form of; any other model: a mapping of its keys. Messages never name a model class.
+_FORMS = {
+    "RangeParam": "a list of choices, e.g. [1, 4], or a range {low: 1, high: 4} (optional step, "
+                  "log)",
+    "ConstraintSpec": "a constraint '<metric> <= <number>' (or >=), e.g. "
+                      "'process_rss_peak_mb <= 512', or {metric, op, value}",
+    "WarmStartSpec": "auto, off or {from: <profile>, max_trials: N}",
+}
 
 
 def cut_text(text: str, limit: int) -> str:
@@ -111,6 +123,20 @@ def _allowed_keys(root: type[BaseModel], loc: tuple[int | str, ...]) -> list[str
     return sorted(f.alias or n for n, f in current[0].model_fields.items()) if current else []
 
 
+def _expected_mapping(root: type[BaseModel], loc: tuple[int | str, ...], class_name: str) -> str:
+    """What a field holding a model takes, in YAML words: its other forms, or its keys."""
+    if class_name in _FORMS:
+        return _FORMS[class_name]
+    keys = _allowed_keys(root, loc)
+    return f"a mapping of keys ({', '.join(keys)})" if keys else "a mapping of keys"
+
+
+def _literal_options(expected: str) -> list[str]:
+    """``"'fp32', 'fp16' or 'bf16'"`` (pydantic's ``expected``) -> ``['fp32', 'fp16', 'bf16']``."""
+    return [option.strip().strip("'") for option in expected.replace(" or ", ", ").split(", ")
+            if option.strip()]
+
+
 def _describe_item(root: type[BaseModel], item: Any) -> str:
     """``FIELD: what was found; what is allowed`` for one pydantic error."""
     loc = tuple(item["loc"])
@@ -119,15 +145,25 @@ def _describe_item(root: type[BaseModel], item: Any) -> str:
     ctx = item.get("ctx") or {}
     if kind == "extra_forbidden":
         allowed = _allowed_keys(root, loc[:-1])
-        hint = f"; allowed: {', '.join(allowed)}" if allowed else ""
+        hint = f"; {allowed_hint(str(loc[-1]), allowed)}" if allowed else ""
         text = f"unknown key {short_repr(str(loc[-1]))}{hint}"
     elif kind == "missing":
         text = "required field is missing"
     elif kind == "literal_error":
-        expected = str(ctx.get("expected", "")).replace("'", "").replace(" or ", ", ")
-        text = f"found {short_repr(found)}; allowed: {expected}"
+        options = _literal_options(str(ctx.get("expected", "")))
+        text = f"found {short_repr(found)}; {allowed_hint(found, options)}"
     elif kind in ("value_error", "assertion_error"):
         text = cut_text(str(ctx.get("error", item["msg"])), _MESSAGE_CHARS)
+    elif kind in ("model_type", "model_attributes_type", "dataclass_type", "is_instance_of"):
+        # pydantic's own words name the model class ("... instance of RangeParam"): say the forms.
+        expected = _expected_mapping(root, loc, str(ctx.get("class_name", "")))
+        text = f"expected {expected}; found {short_repr(found)}"
+    elif kind == "list_type":
+        text = f"expected a list, e.g. [a, b]; found {short_repr(found)}"
+    elif kind == "path_type":  # pydantic's words name the Python class
+        text = f"expected a file path (a string); found {short_repr(found)}"
+    elif kind == "dict_type":
+        text = f"expected a mapping {{key: value, ...}}; found {short_repr(found)}"
     else:
         # Some of pydantic's messages quote the input (a union tag): cut them as well.
         text = f"{cut_text(item['msg'], _MESSAGE_CHARS)}; found {short_repr(found)}"
@@ -142,9 +178,36 @@ def describe_validation_error(file: Path, root: type[BaseModel], error: Validati
                                for item in error.errors(include_url=False)))
     if len(lines) <= MAX_PROBLEMS:
         return lines
-    more = len(lines) - MAX_PROBLEMS
-    return [*lines[:MAX_PROBLEMS],
-            f"{file}: (file): {more:,} more problems not shown; fix the ones above first"]
+    return [*lines[:MAX_PROBLEMS], _more_line(str(file), len(lines) - MAX_PROBLEMS)]
+
+
+def _more_line(file: str, more: int) -> str:
+    return f"{file}: (file): {more:,} more problems not shown; fix the ones above first"
+
+
+_MORE_LINE = re.compile(r"^(?P<file>.*): \(file\): (?P<more>[\d,]+) more problems not shown; ")
+
+
+def cap_per_file(lines: list[str]) -> list[str]:
+    """``lines`` deduplicated, with at most ``MAX_PROBLEMS`` for each file (the text before a
+    line's first ``": "``) and, after them, one line per file counting those not shown: the cap
+    of :func:`describe_validation_error`, kept when later checks add lines of the same file."""
+    shown: list[str] = []
+    kept: dict[str, int] = {}
+    hidden: dict[str, int] = {}
+    for line in dict.fromkeys(lines):
+        more = _MORE_LINE.match(line)
+        if more is not None:  # a count from an earlier cap: carried into this one
+            file = more["file"]
+            hidden[file] = hidden.get(file, 0) + int(more["more"].replace(",", ""))
+            continue
+        file = line.split(": ", 1)[0]
+        if kept.get(file, 0) < MAX_PROBLEMS:
+            kept[file] = kept.get(file, 0) + 1
+            shown.append(line)
+        else:
+            hidden[file] = hidden.get(file, 0) + 1
+    return shown + [_more_line(file, more) for file, more in hidden.items()]
 
 
 def describe_yaml_error(file: Path, error: yaml.YAMLError) -> str:

@@ -43,13 +43,14 @@ class SamplerSpec(Strict):
         default=None, ge=1,
         description="Trials before the model of surrogate, tpe or gp steers (none: the "
                     "sampler's own default: 3 for surrogate — one random, then each the farthest "
-                    "from those asked —, 10 random for tpe and gp).")
+                    "from those asked —, 10 random for tpe and gp). Refused for the other "
+                    "samplers, and above budget.trials.")
     population_size: int | None = Field(
         default=None, ge=2,
         description="Trials per generation of nsga2/nsga3 (none: Optuna's default of 50); keep "
                     "it well under the budget, or the search never leaves its random first "
                     "generation (benchmarks/search_efficiency.py: about 16 suits budgets of "
-                    "100-150).")
+                    "100-150). Refused for the other samplers, and above budget.trials.")
 
 
 _WARM_START_WORDS = {"auto": {}, "off": {"enabled": False}}
@@ -151,6 +152,11 @@ class BudgetSpec(Strict):
                                         "infeasible trials in one run.")
     trial_timeout_s: float = Field(default=600.0, gt=0,
                                    description="A trial still running after this is failed.")
+    stop_after_same_failure: int = Field(
+        default=3, ge=0,
+        description="Stop, with an error naming the reason, when the first this many distinct "
+                    "candidates the farm measured in a run all fail for the same reason and none "
+                    "completed (a model that cannot work); 0: never.")
 
 
 class InterferenceSpec(Strict):
@@ -267,13 +273,16 @@ class MeasureSpec(Strict):
         if self.min_seconds > self.max_seconds:
             raise ValueError(f"`min_seconds <= max_seconds` must hold, got {self.min_seconds}, "
                              f"{self.max_seconds}")
-        # Here, not at the top: the statistics import scipy, which loading a spec should not.
-        from dse.order_statistics import percentile_quantile, samples_for_ci
-
         if self.blocks > self.max_iters:
             raise ValueError(f"`blocks <= max_iters` must hold, got {self.blocks}, "
                              f"{self.max_iters}")
-        for name in self.percentiles or []:
+        if not self.percentiles:
+            return self
+        # Here, and only for percentiles named: the statistics import scipy (half a second),
+        # which loading a spec should not.
+        from dse.order_statistics import percentile_quantile, samples_for_ci
+
+        for name in self.percentiles:
             needed = samples_for_ci(percentile_quantile(name))
             if needed > self.max_iters:
                 raise ValueError(f"max_iters = {self.max_iters} can never give {name} a 95% "
@@ -359,8 +368,11 @@ class ExperimentSpec(Strict):
                     "environment variable holding such a URL).")
     runs_dir: Path = Field(default=Path("runs"),
                            description="Where run folders go, relative to this file.")
-    dashboards_dir: Path = Field(default=Path("../dashboards"),
-                                 description="Where the dashboard goes, relative to this file.")
+    dashboards_dir: Path = Field(
+        default=Path("dashboards"),
+        description="Where the dashboard (<name>.html) and the index of every campaign's page go, "
+                    "relative to this file; the default, dashboards/ beside the default runs/, "
+                    "keeps everything a campaign writes in this file's folder.")
     cache_dir: Path | None = Field(
         default=None,
         description="Build cache (trained weights, artifacts), relative to this file; campaigns "

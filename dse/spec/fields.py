@@ -18,6 +18,8 @@ from pydantic import (
     model_validator,
 )
 
+from dse.spec.near_names import allowed_hint
+
 
 class _RegisteredNames:
     """Pydantic's hooks for a field naming a registered part: checked against ``kind_names()``
@@ -31,7 +33,7 @@ class _RegisteredNames:
         names = self.kind_names()
         if name not in names:
             shown = repr(name) if len(name) <= 60 else repr(name[:57] + "...")
-            raise ValueError(f"found {shown}; allowed: {', '.join(names)}")
+            raise ValueError(f"found {shown}; {allowed_hint(name, names)}")
         return name
 
     def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> dict[str, Any]:

@@ -4,27 +4,28 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from dse.exceptions import DseError, SpecError
+from dse.exceptions import SpecError
 from dse.spec.bounded_yaml import MAX_FILE_BYTES, LimitExceeded, SpecLoader
+from dse.spec.cross_checks import experiment_problems
 from dse.spec.errors import describe_validation_error, describe_yaml_error
-from dse.spec.filesystem import FileRefused, folder_problem, read_regular_file
+from dse.spec.experiment import Evaluator as Evaluator
+from dse.spec.experiment import Experiment as Experiment
+from dse.spec.experiment import output_folders as output_folders
+from dse.spec.filesystem import FileRefused, read_regular_file
 from dse.spec.models import ExperimentSpec, HardwareProfile, SearchSpace
-
-if TYPE_CHECKING:
-    from dse.candidate import Candidate
-    from dse.storage import CampaignStorage
+from dse.spec.partial_space import valid_parts
 
 M = TypeVar("M", bound=BaseModel)
-# A custom evaluator: measures a candidate on the driver's machine, returns metric -> value.
-Evaluator = Callable[["Candidate"], Mapping[str, float]]
+# Checks of a search space (its file, the space) that need more than the spec layer: one line each.
+SpaceChecks = Callable[[Path, SearchSpace], list[str]]
 
 KINDS: dict[str, type[BaseModel]] = {
     "search_space": SearchSpace,
@@ -93,15 +94,35 @@ def load_profile(path: Path) -> HardwareProfile:
 def load_search_space(path: Path) -> SearchSpace:
     """A search space, with the ONNX model file it names (if any) resolved against its folder and
     checked to exist."""
-    space = load_model(path, SearchSpace)
-    model = space.model
-    if model is None or model.onnx is None:
-        return space
-    onnx_path = (path.parent / model.onnx).resolve()
+    space, problems = check_search_space(path)
+    if problems:
+        raise SpecError(problems)
+    assert space is not None
+    return space
+
+
+def check_search_space(path: Path) -> tuple[SearchSpace | None, list[str]]:
+    """The search space at ``path`` (its ONNX model file, if any, resolved against its folder)
+    and its problems, one line each. When it has some, the space returned (if any) holds only
+    the sections valid on their own (:func:`dse.spec.partial_space.valid_parts`), for the checks
+    that read only those."""
+    try:
+        data = read_yaml(path)
+    except SpecError as exc:
+        return None, exc.problems
+    try:
+        space: SearchSpace | None = SearchSpace.model_validate(data)
+        problems: list[str] = []
+    except ValidationError as exc:
+        space, problems = valid_parts(data), describe_validation_error(path, SearchSpace, exc)
+    if space is None or space.model is None or space.model.onnx is None:
+        return space, problems
+    onnx_path = (path.parent / space.model.onnx).resolve()
     if not onnx_path.is_file():
-        raise SpecError([f"{path}: model.onnx: file not found: {onnx_path}"])
-    resolved = model.model_copy(update={"onnx": str(onnx_path)})
-    return space.model_copy(update={"model": resolved})
+        problems.append(f"{path}: model.onnx: file not found: {onnx_path}")
+        return space.model_copy(update={"model": None}), problems  # the model's checks need it
+    resolved = space.model.model_copy(update={"onnx": str(onnx_path)})
+    return space.model_copy(update={"model": resolved}), problems
 
 
 def resolve_evaluator(reference: str, where: str) -> Evaluator:
@@ -138,162 +159,106 @@ def guess_kind(path: Path, data: dict[str, Any]) -> str:
     return "hw_profile"
 
 
-@dataclass(frozen=True)
-class Experiment:
-    """A campaign with its search space and device profiles loaded and cross-checked."""
+@dataclass
+class ExperimentFiles:
+    """What reading an experiment and the files it names found, all of it in one pass."""
 
-    spec: ExperimentSpec
     path: Path
-    space: SearchSpace
-    devices: tuple[HardwareProfile, ...]
-    evaluator: Evaluator | None = None
-    """The function the experiment's ``evaluator:`` names, imported."""
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def run_dir(self) -> Path:
-        return output_folders(self.path, self.spec)["runs_dir"]
-
-    @property
-    def cache_dir(self) -> Path:
-        return output_folders(self.path, self.spec).get("cache_dir", self.run_dir / "cache")
-
-    @property
-    def storage(self) -> CampaignStorage:
-        """Where the campaign's study lives (``storage:``; an ``env:NAME`` read now)."""
-        from dse.storage import CampaignStorage
-
-        return CampaignStorage.from_setting(self.spec.storage, self.run_dir,
-                                            where=f"{self.path}: storage")
-
-    @property
-    def dashboard_path(self) -> Path:
-        folder = output_folders(self.path, self.spec)["dashboards_dir"]
-        return (folder / f"{self.spec.name}.html").resolve()
-
-
-def output_folders(path: Path, spec: ExperimentSpec) -> dict[str, Path]:
-    """The folders a campaign writes to, by the field of the experiment at ``path`` that names
-    each: ``runs_dir`` (its run folder, ``<runs_dir>/<name>``), ``dashboards_dir`` and, when set,
-    ``cache_dir``; resolved against the experiment's folder."""
-    base = path.parent
-    folders = {"runs_dir": base / spec.runs_dir / spec.name, "dashboards_dir": base / spec.dashboards_dir}
-    if spec.cache_dir is not None:
-        folders["cache_dir"] = base / spec.cache_dir
-    return {field: folder.resolve() for field, folder in folders.items()}
-
-
-def _folder_problems(path: Path, spec: ExperimentSpec) -> list[str]:
-    """A line for each folder of :func:`output_folders` that the campaign could not create or
-    write to: found at validate time, rather than as an OSError once a run has begun."""
-    try:
-        folders = output_folders(path, spec)
-    except (OSError, RuntimeError) as exc:  # RuntimeError: a symbolic link loop (Python 3.11)
-        return [f"{path}: runs_dir: cannot resolve the output folders: {exc}"]
-    problems = []
-    for field, folder in folders.items():
-        problem = folder_problem(folder)
-        if problem is not None:
-            problems.append(f"{path}: {field}: {problem}; allowed: a folder this user can "
-                            f"write to, or a path where one can be created")
-    return problems
-
-
-def _storage_problems(path: Path, spec: ExperimentSpec) -> list[str]:
-    """An ``env:NAME`` storage whose variable is unset or holds no usable URL: said at validate
-    time (the form itself is checked with the field)."""
-    from dse.storage import CampaignStorage
-
-    try:
-        CampaignStorage.from_setting(spec.storage, Path(), where=f"{path}: storage")
-    except DseError as exc:
-        return [str(exc)]
-    return []
-
-
-def load_experiment_files(path: Path) -> Experiment:
-    """Load an experiment and the files it names; every problem in every file is reported at once."""
-    spec = load_model(path, ExperimentSpec)
-    problems: list[str] = []
+    problems: list[str] = field(default_factory=list)
+    """Every problem found, one line each, naming file and field."""
+    experiment: Experiment | None = None
+    """The experiment, when every file it names loaded (``problems`` may still hold lines of
+    the checks across them)."""
+    space_path: Path | None = None
     space: SearchSpace | None = None
-    devices: list[HardwareProfile] = []
+    """The search space; where it is invalid, the sections of it valid on their own (see
+    :func:`check_search_space`), for the checks that read only those."""
+
+
+def read_experiment_files(path: Path, space_checks: SpaceChecks | None = None) -> ExperimentFiles:
+    """Read the experiment at ``path`` and every file it names, and check them across. Where
+    the experiment itself is invalid, the files its ``search_space`` and ``devices`` name are
+    still read, so their problems come in the same pass. ``space_checks(space_path, space)``:
+    the checks of a higher layer (the registries), run on the space or, where it is invalid, on
+    the sections of it valid on their own; their lines follow the space's own."""
+    found = ExperimentFiles(path)
     try:
-        space = load_search_space(path.parent / spec.search_space)
+        data = read_yaml(path)
     except SpecError as exc:
-        problems.extend(exc.problems)
-        # The lines above name the space's file; say which experiment field pointed at it.
-        problems.append(f"{path}: search_space: the search space above is invalid")
-    for index, device_path in enumerate(spec.devices):
-        try:
-            devices.append(load_profile(path.parent / device_path))
-        except SpecError as exc:
-            problems.extend(exc.problems)
-            problems.append(f"{path}: devices[{index}]: the profile above is invalid")
-    evaluator = None
+        found.problems.extend(exc.problems)
+        return found
+    spec: ExperimentSpec | None = None
+    try:
+        spec = ExperimentSpec.model_validate(data)
+    except ValidationError as exc:
+        found.problems.extend(describe_validation_error(path, ExperimentSpec, exc))
+    space_file = spec.search_space if spec is not None else _named_file(data.get("search_space"))
+    space_valid = False
+    if space_file is not None:
+        found.space_path = path.parent / space_file
+        found.space, space_problems = check_search_space(found.space_path)
+        space_valid = not space_problems
+        if found.space is not None and space_checks is not None:
+            space_problems.extend(space_checks(found.space_path, found.space))
+        found.problems.extend(space_problems)
+        if space_problems:  # the lines above name the space's file; say which field pointed at it
+            found.problems.append(f"{path}: search_space: the search space above is invalid")
+    device_files = (list(enumerate(spec.devices)) if spec is not None
+                    else _named_files(data.get("devices")))
+    devices = _read_devices(path, device_files, found.problems)
+    if spec is None:
+        return found
+    evaluator, evaluator_valid = None, True
     if spec.evaluator is not None:
         try:
             evaluator = resolve_evaluator(spec.evaluator, f"{path}: evaluator")
         except SpecError as exc:
+            found.problems.extend(exc.problems)
+            evaluator_valid = False
+    space = found.space if space_valid else None
+    found.problems.extend(experiment_problems(path, spec, space, devices))
+    if space is not None and evaluator_valid and len(devices) == len(spec.devices):
+        found.experiment = Experiment(spec=spec, path=path, space=space,
+                                      devices=tuple(profile for _, profile in devices),
+                                      evaluator=evaluator)
+    return found
+
+
+def _read_devices(path: Path, files: list[tuple[int, Path]],
+                  problems: list[str]) -> list[tuple[int, HardwareProfile]]:
+    """The profiles of ``devices:`` that load, each with its index; a line in ``problems`` for
+    each that does not."""
+    devices = []
+    for index, device_file in files:
+        try:
+            devices.append((index, load_profile(path.parent / device_file)))
+        except SpecError as exc:
             problems.extend(exc.problems)
-    if space is not None and not problems:
-        problems.extend(_cross_check(path, space, devices))
-        problems.extend(_percentile_check(path, spec, space))
-        problems.extend(_timer_check(path, spec, devices))
-    problems.extend(_folder_problems(path, spec))
-    problems.extend(_storage_problems(path, spec))
-    if problems:
-        raise SpecError(problems)
-    assert space is not None
-    return Experiment(spec=spec, path=path, space=space, devices=tuple(devices),
-                      evaluator=evaluator)
+            problems.append(f"{path}: devices[{index}]: the profile above is invalid")
+    return devices
 
 
-def _cross_check(path: Path, space: SearchSpace, devices: list[HardwareProfile]) -> list[str]:
-    problems = []
-    names = [d.name for d in devices]
-    if len(set(names)) != len(names):
-        problems.append(f"{path}: devices: two profiles share a name: {names}")
-    wanted = set() if space.deployment is None else set(space.deployment.backends)
-    for index, device in enumerate(devices):
-        # A replay profile without a backend list takes the space's; no deployment, no check.
-        if not wanted or not device.backends:
-            continue
-        if not wanted & set(device.backends):
-            problems.append(
-                f"{path}: devices[{index}]: profile {device.name!r} runs none of the space's "
-                f"backends {sorted(wanted)}; it runs {device.backends}")
-    return problems
+def _named_file(value: object) -> Path | None:
+    """A file an invalid experiment names (a non-empty string), to read all the same."""
+    return Path(value) if isinstance(value, str) and value and "\0" not in value else None
 
 
-def _timer_check(path: Path, spec: ExperimentSpec, devices: list[HardwareProfile]) -> list[str]:
-    """CUDA events time only on a CUDA device (a Jetson's GPU included)."""
-    if spec.measurement.timer != "cuda":
+def _named_files(value: object) -> list[tuple[int, Path]]:
+    """The files an invalid experiment's ``devices:`` names, each with its index."""
+    if not isinstance(value, list):
         return []
-    return [f"{path}: measurement.timer: cuda times with CUDA events, and devices[{index}] "
-            f"({device.name!r}) is a {device.kind} device; allowed: host, or cuda with only "
-            f"cuda and jetson devices"
-            for index, device in enumerate(devices) if device.kind not in ("cuda", "jetson")]
+    named = [(index, _named_file(item)) for index, item in enumerate(value)]
+    return [(index, file) for index, file in named if file is not None]
 
 
-def _percentile_check(path: Path, spec: ExperimentSpec, space: SearchSpace) -> list[str]:
-    """A latency percentile that an objective or constraint uses needs enough samples for its
-    confidence interval, and max_iters must allow them."""
-    from dse.order_statistics import percentile_quantile, samples_for_ci
-
-    metrics = [o.metric for o in space.objectives] + [c.metric for c in space.constraints]
-    measure = spec.measurement.for_metrics(metrics)
-    problems = []
-    for name in measure.percentiles or []:
-        needed = samples_for_ci(percentile_quantile(name))
-        if needed > measure.max_iters:
-            problems.append(
-                f"{path}: measurement.max_iters: {measure.max_iters} samples can never give "
-                f"latency {name} (used by {space.name}'s objectives or constraints) a 95% "
-                f"confidence interval; it needs at least {needed}")
-    return problems
+def load_experiment_files(path: Path) -> Experiment:
+    """Load an experiment and the files it names; every problem in every file is reported at
+    once (SpecError)."""
+    found = read_experiment_files(path)
+    if found.problems:
+        raise SpecError(found.problems)
+    assert found.experiment is not None
+    return found.experiment
 
 
 def write_schemas(folder: Path) -> list[Path]:

@@ -33,6 +33,7 @@ from dse.spec.fields import (
     Precision,
     Strict,
 )
+from dse.spec.near_names import allowed_hint
 
 
 class ModelSpec(Strict):
@@ -185,11 +186,15 @@ def _check_metric(name: str) -> str:
     name = current_metric_name(name)
     declared = _DECLARED_NAMES.get() - set(METRICS)
     if name not in METRICS and name not in declared:
-        extra = f"; declared: {', '.join(sorted(declared))}" if declared else ""
-        raise ValueError(f"unknown metric {name!r}; allowed: {', '.join(sorted(METRICS))}{extra}")
+        # The space's own metrics first: a near miss is likelier among them.
+        hint = allowed_hint(name, [*sorted(declared), *sorted(METRICS)],
+                            full_list=METRICS_LISTED_AT)
+        raise ValueError(f"unknown metric {name!r}; {hint}")
     return name
 
 
+# Where a user reads every metric name, for an error that lists only the first few.
+METRICS_LISTED_AT = 'README "Metrics", or dse/metrics.py'
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 REPLAY_TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from dse.parts.probes import PROBES
+from dse.spec.near_names import allowed_hint, close_names, did_you_mean
 
 _SHAPE = "expected a probe name or a one-key mapping {probe: {setting: value, ...}}"
 
@@ -33,7 +34,7 @@ def parse_entry(entry: object) -> tuple[str, BaseModel]:
     else:
         raise ValueError(f"{_SHAPE}; found {entry!r}")
     if not isinstance(name, str) or name not in PROBES:
-        raise ValueError(f"unknown probe {name!r}; allowed: {', '.join(sorted(PROBES))}")
+        raise ValueError(f"unknown probe {name!r}; {allowed_hint(name, sorted(PROBES))}")
     model = PROBES[name].settings_model
     if raw is None:  # ``- thermal_zones:`` in YAML: the name with nothing set
         raw = {}
@@ -90,7 +91,8 @@ def _describe_error(probe: str, error: Any) -> str:
     for part in error["loc"]:
         path += f"[{part}]" if isinstance(part, int) else f".{part}"
     if error["type"] == "extra_forbidden":
-        return f"{path}: unknown setting"
+        close = close_names(str(error["loc"][-1]), PROBES[probe].settings_model.model_fields)
+        return f"{path}: unknown setting" + (f" ({did_you_mean(close)})" if close else "")
     if error["type"] == "value_error":
         return f"{path}: {error['ctx']['error']}"
     return f"{path}: {error['msg']}, found {error['input']!r}"

@@ -63,8 +63,9 @@ def test_nan_weights_are_the_models_problem(backend: str, precision: str,
     spec = ModelSpec(factory=f"{FACTORIES}:nan_weights", dataset="digits", arch={"hidden": [16]})
     message = _build_error(_candidate(spec, arch={"hidden": 16}, backend=backend,
                                       precision=precision), tmp_path)
-    # Named before int8 calibration could fail on it with an obscure "scale issue".
-    assert message.startswith(f"{backend} {precision}: the model's outputs contain NaN ("), message
+    # Named before int8 calibration could fail on it with an obscure "scale issue", as the
+    # model's own failure: no backend or precision in the reason (every one fails alike).
+    assert message.startswith("the model's outputs contain NaN ("), message
     assert "on the validation batch in its own fp32 reference" in message, message
     found = re.search(NON_FINITE, message)
     assert found is not None and found[2] == found[3], message  # every value is NaN
@@ -92,7 +93,7 @@ def test_nan_weights_in_an_onnx_file(tmp_path: Path) -> None:
     write_linear_onnx(tmp_path / "model.onnx", weight=math.nan)
     message = _build_error(_candidate(ModelSpec(onnx="model.onnx", dataset="digits"), tmp_path),
                            tmp_path / "cache")
-    assert message.startswith("onnxruntime fp32: the model's outputs contain NaN ("), message
+    assert message.startswith("the model's outputs contain NaN ("), message
 
 
 def test_unknown_operator_carries_onnx_runtimes_message(tmp_path: Path) -> None:

@@ -109,7 +109,8 @@ def test_settings_reach_the_probes() -> None:
 
 @pytest.mark.parametrize(("entry", "message"), [
     ({"thermal_zones": {"zone": ["x"]}},
-     "thermal_zones.zone: unknown setting; allowed settings: interval_s (float, default 0.5), "
+     "thermal_zones.zone: unknown setting (did you mean 'zones'?); allowed settings: interval_s "
+     "(float, default 0.5), "
      "zones (list[str] | null, default null)"),
     ({"nvml": {"index": "first"}},
      "nvml.index: Input should be a valid integer, unable to parse string as an integer, found "
@@ -122,9 +123,10 @@ def test_settings_reach_the_probes() -> None:
                   "interval_s (float, default 1.0)"),
     ({"rapl": {}, "nvml": {}}, "expected a probe name or a one-key mapping {probe: {setting: value, "
                                "...}}; found a mapping with 2 keys ['rapl', 'nvml']"),
-    ("nvmlx", "unknown probe 'nvmlx'; allowed: cpu_interference, cpu_throttle, cpufreq, "
-              "cuda_memory, gpu_interference, jetson_clocks, jetson_power, nvml, process_memory, "
-              "rapl, tegrastats, thermal_zones"),
+    ("nvmlx", "unknown probe 'nvmlx'; did you mean 'nvml'?"),
+    ("sensors", "unknown probe 'sensors'; allowed: cpu_interference, cpu_throttle, cpufreq, "
+                "cuda_memory, gpu_interference, jetson_clocks, jetson_power, nvml, process_memory, "
+                "rapl, tegrastats, thermal_zones"),
     (3, "expected a probe name or a one-key mapping"),
 ])
 def test_bad_entries_say_what_is_allowed(entry: object, message: str) -> None:

@@ -42,6 +42,31 @@ def hangs_when_small(arch: Mapping[str, Any]) -> tuple[torch.nn.Module, torch.Te
     return digits_mlp(arch)
 
 
+def fails_in_training(arch: Mapping[str, Any]) -> tuple[torch.nn.Module, tuple[int, ...]]:
+    """A perceptron whose forward works in eval mode, as the driver's check runs it, but raises
+    in training mode, as a library model whose training forward wants labels: every
+    architecture fails alike on the device, for one same reason."""
+    import torch
+
+    class NeedsLabels(torch.nn.Module):
+        def __init__(self, hidden: int) -> None:
+            super().__init__()
+            self.net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, hidden),
+                                           torch.nn.ReLU(), torch.nn.Linear(hidden, 10))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if self.training:
+                raise TypeError(TRAINING_FAILURE)
+            out: torch.Tensor = self.net(x)
+            return out
+
+    return NeedsLabels(int(arch["hidden"])), (1, 8, 8)
+
+
+#: What :func:`fails_in_training` raises in training mode.
+TRAINING_FAILURE = "forward() missing 1 required positional argument: 'labels' in training mode"
+
+
 def nan_weights(arch: Mapping[str, Any]) -> tuple[torch.nn.Module, tuple[int, ...]]:
     """A perceptron on 1x8x8 inputs whose weights are all NaN: every output is NaN, whatever
     training does."""
@@ -78,14 +103,14 @@ def overflows_in_fp16(arch: Mapping[str, Any]) -> tuple[torch.nn.Module, tuple[i
 
 def write_linear_onnx(path: Path, *, weight: float = 0.01, op_domain: str = "",
                       input_dims: Sequence[int | str] = ("n", 1, 8, 8),
-                      reshape_batch: int | None = None) -> Path:
-    """A digits classifier (1x8x8 -> 10 logits) as a real ONNX file: Flatten, Gemm (every weight
-    ``weight``), then Identity — or, with ``op_domain``, a node of that operator set, which ONNX
-    Runtime has no kernel for. ``input_dims`` declares the input's shape (a string is a symbolic
-    axis); ``reshape_batch`` flattens with a Reshape to ``[reshape_batch, 64]`` instead, so the
-    graph only runs at that batch size whatever the input declares."""
-    w = numpy_helper.from_array(np.full((64, 10), weight, dtype=np.float32), "w")
-    b = numpy_helper.from_array(np.zeros(10, dtype=np.float32), "b")
+                      reshape_batch: int | None = None, classes: int = 10) -> Path:
+    """A digits classifier (1x8x8 -> ``classes`` logits) as a real ONNX file: Flatten, Gemm
+    (every weight ``weight``), then Identity — or, with ``op_domain``, a node of that operator
+    set, which ONNX Runtime has no kernel for. ``input_dims`` declares the input's shape (a string
+    is a symbolic axis); ``reshape_batch`` flattens with a Reshape to ``[reshape_batch, 64]``
+    instead, so the graph only runs at that batch size whatever the input declares."""
+    w = numpy_helper.from_array(np.full((64, classes), weight, dtype=np.float32), "w")
+    b = numpy_helper.from_array(np.zeros(classes, dtype=np.float32), "b")
     weights = [w, b]
     if reshape_batch is None:
         nodes = [helper.make_node("Flatten", ["x"], ["flat"])]
@@ -102,7 +127,8 @@ def write_linear_onnx(path: Path, *, weight: float = 0.01, op_domain: str = "",
         nodes.append(helper.make_node("Identity", ["gemm"], ["y"]))
     graph = helper.make_graph(
         nodes, "digits", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(input_dims))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [input_dims[0], 10])], weights)
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [input_dims[0], classes])],
+        weights)
     onnx.save(helper.make_model(graph, opset_imports=opsets), str(path))
     return path
 

@@ -1,6 +1,8 @@
 """The dashboard in a real browser: headless Chromium opens a real campaign's page offline, logs no
-error, and the Pareto panel draws exactly the front; a profile page draws its figures likewise (and
-its screenshot, ``docs/profile-page.png``, is taken here: see
+error, and the Pareto panel draws exactly the front; at a laptop's and a desktop's window no two
+titles of a figure overlap, the front's table fits, and the whole page is kept as a screenshot
+($DSE_SCREENSHOT_DIR); a profile page draws its figures likewise (and its screenshot,
+``docs/profile-page.png``, is taken here: see
 :func:`test_a_profile_page_draws_its_figures_without_errors`).
 
 Chromium is driven over the Chrome DevTools Protocol on ``--remote-debugging-pipe`` (NUL-separated
@@ -24,10 +26,12 @@ from typing import Any
 
 import pytest
 
-from dse.api import load_experiment, run_campaign
+from dse.api import CampaignResult, run_campaign
+from dse.report.failures import failures_info
 from dse.report.profile_info import TOP_OPS
 from dse.report.profile_page import profile_page_name, write_profile_page
 from dse.results import front_frame, load_campaign, trials_frame
+from tests.conftest import LOCAL_CPU
 from tests.report.test_profile_page import DRAWN, write_profile
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -93,9 +97,10 @@ class Chromium:
             self.call(f"{domain}.enable")
 
     def load(self, url: str) -> None:
-        """Navigate and wait for the load event."""
+        """Navigate and wait for this navigation's load event (not an earlier page's)."""
+        before = len(self.events)
         self.call("Page.navigate", {"url": url})
-        while not any(e.get("method") == "Page.loadEventFired" for e in self.events):
+        while not any(e.get("method") == "Page.loadEventFired" for e in self.events[before:]):
             self.events.append(self._receive())
 
     def evaluate(self, expression: str) -> Any:
@@ -196,24 +201,95 @@ def browser(tmp_path: Path) -> Iterator[Chromium]:
         chromium.close()
 
 
-@pytest.mark.usefixtures("ray_cluster")
-def test_a_real_campaigns_dashboard_loads_without_errors_and_draws_the_front(
-        tiny_campaign: Path, browser: Chromium) -> None:
-    result = run_campaign(tiny_campaign)  # 4 real trials: train, export, measure on this CPU
+# A small real campaign whose page has every panel: categorical parameters (kernel 3/5, batch
+# 1/8, two runtimes, two precisions), three objectives (a 3-D front, a maximised throughput), a
+# bound on the artifact's size that some runtime/precision pairs break, CPU telemetry.
+LOOK_SPACE = """\
+name: look
+description: A small CNN on digits; kernel, runtime, precision and batch searched.
+model:
+  family: cnn
+  arch: {num_stages: [1], depth: [1], width_mult: [0.5], kernel_size: [3, 5], expand_ratio: [2]}
+training: {epochs: 2, batch_size: 128}
+deployment:
+  backends:
+    onnxruntime: {knobs: {intra_op_threads: [1]}}
+    torch: {knobs: {num_threads: [1]}}
+  precisions: [fp32, int8]
+  batch_sizes: [1, 8]
+objectives:
+  - metric: accuracy
+  - metric: latency_p99_ms
+  - metric: throughput_sps
+constraints:
+  - model_size_mb <= 0.0265
+"""
+LOOK_EXPERIMENT = """\
+name: look
+description: How the dashboard looks on a small real campaign (tests/report/test_browser.py).
+search_space: ../search_spaces/look.yaml
+devices: [../hw_profiles/local-cpu.yaml]
+sampler: {name: random, seed: 1}
+budget: {trials: 5}
+dashboards_dir: ../dashboards
+measurement: {warmup_max_seconds: 0.1, min_iters: 5, min_seconds: 0.0, max_seconds: 0.4,
+              target_rel_ci: 0.05, non_ok_on_front: true}
+"""
+# The viewports a reader's window has: a laptop's and a desktop's.
+VIEWPORTS = ((1366, 768), (1920, 1080))
+SCREENSHOT_DIR_ENV = "DSE_SCREENSHOT_DIR"
+# What plotly draws as a title, in every figure kind the page has: 2-D axis titles (one group
+# per axis: g-xtitle, g-x2title, ...), figure and legend titles, colour-bar titles, annotations
+# (subplot titles, notes), the parallel coordinates' axis titles. A 3-D scene's axis titles are
+# drawn in WebGL, with no element to measure: the 3-D panel's screenshot shows them.
+TITLE_SELECTOR = ('g[class^="g-"][class$="title"] text, .legendtitletext, .cbtitle text, '
+                  ".annotation-text, .axis-title")
+OVERLAPS_JS = """(() => {
+    const found = [];
+    for (const figure of document.querySelectorAll('.plotly-graph-div')) {
+        const boxes = [...figure.querySelectorAll(SELECTOR)]
+            .map(e => [e.textContent, e.getBoundingClientRect()])
+            .filter(([text, r]) => text.trim() && r.width > 0 && r.height > 0);
+        boxes.forEach(([a, p], i) => boxes.slice(i + 1).forEach(([b, q]) => {
+            if (p.left < q.right - 1 && q.left < p.right - 1 &&
+                p.top < q.bottom - 1 && q.top < p.bottom - 1) found.push([figure.id, a, b]);
+        }));
+    }
+    return found;
+})()""".replace("SELECTOR", json.dumps(TITLE_SELECTOR))
+
+
+@pytest.fixture(scope="module")
+def look_campaign(ray_cluster: None, tmp_path_factory: pytest.TempPathFactory) -> CampaignResult:
+    """The campaign, run once for the module's tests (real trials: train, export, measure)."""
+    root = tmp_path_factory.mktemp("look")
+    for folder, name, text in [("search_spaces", "look.yaml", LOOK_SPACE),
+                               ("hw_profiles", "local-cpu.yaml", LOCAL_CPU),
+                               ("experiments", "look.yaml", LOOK_EXPERIMENT)]:
+        (root / folder).mkdir(exist_ok=True)
+        (root / folder / name).write_text(text)
+    result = run_campaign(root / "experiments" / "look.yaml")
     assert result.dashboard is not None
-    objectives = [o.metric for o in load_experiment(tiny_campaign).space.objectives]
-    front = front_frame(trials_frame(load_campaign(result.run_dir)), objectives)
+    return result
+
+
+def _open(browser: Chromium, page: Path, viewport: tuple[int, int]) -> None:
+    width, height = viewport
+    browser.call("Emulation.setDeviceMetricsOverride",
+                 {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+    browser.load(page.as_uri())
+    browser.wait_drawn(tuple(browser.evaluate(
+        "[...document.querySelectorAll('.plotly-graph-div')].map(d => d.id)")))
+
+
+def test_a_real_campaigns_dashboard_loads_without_errors_and_draws_the_front(
+        look_campaign: CampaignResult, browser: Chromium) -> None:
+    assert look_campaign.dashboard is not None
+    front = front_frame(trials_frame(load_campaign(look_campaign.run_dir)),
+                        look_campaign.objectives)
     assert len(front) >= 1
 
-    browser.load(result.dashboard.as_uri())
-    # Each figure is drawn once plotly has laid it out; then one more frame for late errors.
-    drawn = " && ".join(f"!!document.getElementById('{d}')._fullLayout" for d in FIGURES)
-    deadline = time.monotonic() + TIMEOUT_S
-    while not browser.evaluate(drawn):
-        assert time.monotonic() < deadline, "the dashboard's figures were never drawn"
-        time.sleep(0.1)
-    browser.evaluate("new Promise(done => requestAnimationFrame(() => done(true)))")
-
+    _open(browser, look_campaign.dashboard, VIEWPORTS[0])
     assert browser.errors() == []
     assert all(url.startswith(("file:", "data:", "blob:")) for url in browser.requested_urls())
     traces = browser.evaluate(
@@ -222,6 +298,41 @@ def test_a_real_campaigns_dashboard_loads_without_errors_and_draws_the_front(
     # One front trace per device (a campaign of several devices has one front each).
     front_points = [t["points"] for t in traces if t["name"] == FRONT_TRACE]
     assert front_points and sum(front_points) == len(front)
+    # Every panel is there: the three objectives' 3-D view, the failures table (some
+    # runtime/precision pairs break the size bound), one row per status and reason.
+    assert browser.evaluate("!!document.getElementById('dse-pareto-3d')._fullLayout")
+    groups = failures_info(trials_frame(load_campaign(look_campaign.run_dir))).groups
+    assert browser.evaluate("document.querySelectorAll('#failures tbody tr').length") == len(
+        groups)
+    # The front's table shows its first columns; one click shows the folded rest.
+    shown = """[...document.querySelectorAll('#front thead th')]
+               .filter(th => getComputedStyle(th).display !== 'none').length"""
+    first = browser.evaluate(shown)
+    browser.evaluate("document.querySelector('#front .unfold input').click()")
+    assert browser.evaluate(shown) > first + 10
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=lambda v: f"{v[0]}x{v[1]}")
+def test_at_each_viewport_no_title_overlaps_another_and_the_page_is_shot(
+        look_campaign: CampaignResult, browser: Chromium, tmp_path: Path,
+        viewport: tuple[int, int]) -> None:
+    """Looked at, not just loaded: no two titles of a figure (axis, legend, colour bar,
+    annotation, parallel-coordinates axis) overlap; the front's table fits the window (its
+    first columns: the rest are folded); and the whole page is kept as a PNG — in
+    $DSE_SCREENSHOT_DIR when set (CI keeps it as an artifact), else in the test's folder."""
+    assert look_campaign.dashboard is not None
+    _open(browser, look_campaign.dashboard, viewport)
+    assert browser.errors() == []
+    assert browser.evaluate(OVERLAPS_JS) == []
+    table = browser.evaluate("(() => { const r = document.querySelector('#front table')"
+                             ".getBoundingClientRect(); return [r.right, "
+                             "document.documentElement.clientWidth]; })()")
+    assert table[0] <= table[1], f"the front's table is {table[0]} px wide in a {table[1]} window"
+    folder = Path(os.environ.get(SCREENSHOT_DIR_ENV) or tmp_path)
+    shot = browser.screenshot(folder / f"dashboard-{viewport[0]}x{viewport[1]}.png",
+                              viewport[0])
+    print(f"dashboard screenshot: {shot}")
+    assert shot.read_bytes().startswith(b"\x89PNG")
 
 
 def test_a_profile_page_draws_its_figures_without_errors(tmp_path: Path,

@@ -45,9 +45,14 @@ def test_dashboard_shows_header_front_and_every_front_configuration(run_dir: Pat
     assert "9</strong> trials: 6 ok, 1 infeasible, 1 failed, 1 running" in page
     assert "maximize accuracy [fraction]; minimize latency_p99_ms [ms]" in page
     assert "process_rss_peak_mb &lt;= 4096" in page
-    table = page[page.index('<table class="front">'):]
+    table = page[page.index('<table class="front">'):page.index("</table>")]
     assert table.count("<tr>") == 1 + 3  # heading and one row per front trial
-    assert "<th>latency_p99_ms [ms]</th>" in table and "<th>knob.num_threads</th>" in table
+    # Objectives first, with which way is better; every parameter on its own, folded.
+    assert "<th>latency_p99_ms [ms] ↓</th>" in table
+    assert '<th class="more">knob.num_threads</th>' in table
+    # The header's counts link to why trials failed; the failures section is there.
+    assert '(<a href="#failures">3 without a feasible result: why</a>)' in page
+    assert '<section id="failures">\n<h2>Failed and infeasible trials, by reason</h2>' in page
 
 
 def test_scatter_of_the_dashboard_holds_the_front(run_dir: Path) -> None:

@@ -38,10 +38,27 @@ def test_one_line_per_device_from_the_pareto_module() -> None:
     assert line.hypervolume == hypervolume_history(finished, OBJECTIVES, reference)
     assert line.hypervolume == sorted(line.hypervolume) and line.hypervolume[-1] > 0
     assert info.y_title == "hypervolume [fraction × ms]"
-    assert info.note.startswith(f"Reference point: accuracy = {reference[0]:.4g} fraction, "
-                                f"latency_p99_ms = {reference[1]:.4g} ms")
+    # The reference in each objective's own direction: the worst value seen and the push.
+    assert ("accuracy: lowest seen 0.85 fraction, measured from 0.01 below it; "
+            "latency_p99_ms: highest seen 4 ms, measured from 0.3 above it.") in info.note
+    assert reference == pytest.approx([0.84, 4.3])
     assert "1 trial(s) still running or queued are not counted" in info.note
     assert len(hypervolume_history_figure(info).data) == 1
+
+
+def test_a_maximised_metrics_reference_reads_as_a_positive_value_and_its_meaning() -> None:
+    """Pushed 10% of the range below the lowest throughput, the reference is a negative
+    throughput (-5,150 samples/s): the note says the lowest seen and the push, never that."""
+    objectives = ["accuracy", "throughput_sps"]
+    study = campaign_study("t", objectives)
+    for accuracy, throughput in [(0.9, 500.0), (0.8, 57_000.0)]:
+        record_trial(study, candidate("onnxruntime", "fp32", 1.0, 1),
+                     metrics={"accuracy": accuracy, "throughput_sps": throughput})
+    info = hypervolume_history_info(trials_frame(study), objectives)
+    assert info.reference[1] == pytest.approx(-5150.0)  # the point itself, for the volumes
+    assert ("throughput_sps: lowest seen 500 samples/s, measured from 5650 below it."
+            in info.note)
+    assert "-5" not in info.note and "−" not in info.note
 
 
 def test_devices_share_one_reference_point() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from dse.report.index import (
     write_index,
 )
 from dse.results.testing import example_run
+from tests.replay_campaign import replay_campaign
 
 # A page as an older dse wrote it: no dse meta tags in its head.
 OLDER_PAGE = """<!DOCTYPE html>
@@ -107,3 +110,48 @@ def test_a_fifo_or_a_link_out_named_like_a_dashboard_is_not_read(tmp_path: Path)
     outside.write_text(OLDER_PAGE.replace("legacy", "secret"))
     (folder / "out.html").symlink_to(outside)
     assert [entry.file for entry in dashboard_entries(folder)] == ["real.html"]
+
+
+def _experiment(root: Path, description: str, space_description: str) -> Path:
+    """An experiment file and its search space, each with a description or none."""
+    (root / "search_spaces").mkdir(parents=True)
+    (root / "experiments").mkdir()
+    (root / "search_spaces" / "s.yaml").write_text(
+        f"name: s\ndescription: {space_description!r}\n" if space_description else "name: s\n")
+    experiment = root / "experiments" / "e.yaml"
+    experiment.write_text("name: e\nsearch_space: ../search_spaces/s.yaml\n"
+                          + (f"description: {description!r}\n" if description else ""))
+    return experiment
+
+
+def test_the_index_shows_the_experiments_description_else_the_spaces(tmp_path: Path) -> None:
+    run_dir = example_run(tmp_path / "runs" / "example")
+    dashboards = tmp_path / "dashboards"
+    own = _experiment(tmp_path / "a", "CNNs on the local CPU <fast>", "the space's words")
+    write_dashboard(run_dir, dashboards / "own.html", title="own", experiment=own)
+    spaces = _experiment(tmp_path / "b", "", "A user's MLP on digits")
+    write_dashboard(run_dir, dashboards / "space.html", title="space", experiment=spaces)
+    write_dashboard(run_dir, dashboards / "none.html", title="none")
+    index = write_index(dashboards).read_text(encoding="utf-8")
+    assert "<th>description</th>" in index
+    # One campaign's page written three times: rows told apart by the file they link.
+    described = {re.findall(r'href="([^"]+)"', row[0])[0]: row[1] for row in _rows(index)}
+    assert described == {"own.html": "CNNs on the local CPU &lt;fast&gt;",
+                         "space.html": "A user&#x27;s MLP on digits", "none.html": "none"}
+    page = (dashboards / "own.html").read_text(encoding="utf-8")
+    assert '<p class="description">CNNs on the local CPU &lt;fast&gt;</p>' in page
+    assert read_dashboard_meta(dashboards / "space.html").description == "A user's MLP on digits"
+
+
+def test_dse_run_lists_its_campaign_in_the_index_with_the_description(tmp_path: Path) -> None:
+    """As a user meets it: `dse run` of an experiment with a description (a replay campaign: a
+    few seconds, no hardware), then the index the run leaves beside its dashboard."""
+    experiment = replay_campaign(tmp_path, "described", 3, extra=(
+        "description: ZDT1 replayed from a recorded table\ndashboards_dir: ../dashboards\n"))
+    done = subprocess.run([sys.executable, "-m", "dse.cli", "run", str(experiment)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    index = (tmp_path / "dashboards" / INDEX_FILE).read_text(encoding="utf-8")
+    (row,) = _rows(index)
+    assert row[:3] == ['<a href="described.html">described</a>',
+                       "ZDT1 replayed from a recorded table", "3"]

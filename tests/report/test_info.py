@@ -259,13 +259,15 @@ def test_parallel_coordinates_encode_categories_with_labels(trials: pd.DataFrame
     threads = dims["knob.num_threads"]  # mixed 1 / "auto", absent on onnxruntime trials
     assert threads.ticktext == ["1", "auto", "n/a"]
     assert threads.values == [2.0, 2.0, 0.0, 1.0, 1.0]
-    assert dims["arch.width_mult"].ticktext is None
-    assert dims["arch.width_mult"].values == [2.0, 1.0, 0.5, 1.0, 1.0]
+    # A number of few values is a choice: categories at even steps, exactly its values as ticks.
+    width = dims["arch.width_mult"]
+    assert width.ticktext == ["0.5", "1", "2"] and width.tickvals == [0.0, 1.0, 2.0]
+    assert width.values == [2.0, 1.0, 0.0, 1.0, 1.0]
 
 
 def test_an_axis_spanning_decades_is_logarithmic() -> None:
-    from dse.report.info import _wants_log
+    from dse.report.info import wants_log
 
-    assert _wants_log(pd.Series([0.07, 0.5, 23.0]))
-    assert not _wants_log(pd.Series([0.9, 0.95, 1.0]))
-    assert not _wants_log(pd.Series([0.0, 5.0, 100.0]))
+    assert wants_log(pd.Series([0.07, 0.5, 23.0]))
+    assert not wants_log(pd.Series([0.9, 0.95, 1.0]))
+    assert not wants_log(pd.Series([0.0, 5.0, 100.0]))

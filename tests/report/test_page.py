@@ -9,15 +9,12 @@ from pathlib import Path
 import optuna
 import pytest
 
+from dse.report.front_table import front_table_info
 from dse.report.info import pareto_scatter_info, trial_provenance
 from dse.report.page import Section, comparison_html, page_html, table_html
 from dse.report.render import figure_html, scatter3d_figure, scatter_figure
-from dse.report.summary import (
-    TableInfo,
-    device_comparison_info,
-    front_table_info,
-    summary_info,
-)
+from dse.report.summary import device_comparison_info, summary_info
+from dse.report.table_info import TableInfo
 from dse.results import front_frame, trials_frame
 from tests.report.test_browser import CHROMIUM, Chromium
 from tests.report.test_info import BOUND, HOSTILE, THREE, device_studies
@@ -31,20 +28,32 @@ def campaign() -> list[optuna.Study]:
 def test_a_table_sorts_on_a_click_on_its_head_and_escapes_every_cell() -> None:
     page = table_html(TableInfo(["trial", "<b>x</b>"], [["1", HOSTILE]], None,
                                 note="one left out"))
-    assert page.startswith('<div class="table"><table class="front">\n'
+    assert page.startswith('<div class="tablebox"><div class="table"><table class="front">\n'
                            '<thead onclick="var th=event.target')
     assert "<th>trial</th><th>&lt;b&gt;x&lt;/b&gt;</th>" in page
     assert "<img" not in page and "&lt;img src=x" in page
-    assert page.endswith('</table></div>\n<p class="note">one left out</p>')
+    assert page.endswith('</table></div></div>\n<p class="note">one left out</p>')
 
 
 def test_front_rows_carry_their_yaml_folded(campaign: list[optuna.Study]) -> None:
     trials = trials_frame(campaign)
-    table = front_table_info(front_frame(trials, THREE), THREE)
+    table = front_table_info(front_frame(trials, THREE), THREE, trial_provenance(campaign))
     page = table_html(table)
-    assert "<th>deploy (YAML)</th>" in page
+    assert "<th>deploy</th>" in page
     assert page.count('<td class="yaml"><details><summary>YAML</summary><pre>') == len(table.rows)
     assert "<pre># cnn · trial 0 on cpu-a\nbaseline:\n  arch:\n" in page
+    # Each row's own provenance, folded beside its YAML.
+    assert page.count("<details><summary>provenance</summary><pre>device_id: ") == len(table.rows)
+
+
+def test_the_columns_after_the_first_are_folded_behind_a_toggle() -> None:
+    table = TableInfo(["trial", "objective", "parameter", "metric"], [["1", "2", "3", "4"]], None,
+                      shown=2)
+    page = table_html(table)
+    assert "<th>trial</th><th>objective</th><th class=\"more\">parameter</th>" in page
+    assert "<td>2</td><td class=\"more\">3</td><td class=\"more\">4</td>" in page
+    assert '<label class="unfold"><input type="checkbox"> show all 4 columns' in page
+    assert "show all" not in table_html(table._replace(shown=None))
 
 
 def test_the_comparison_shows_devices_then_architectures(campaign: list[optuna.Study]) -> None:

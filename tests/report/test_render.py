@@ -92,8 +92,12 @@ def test_a_menu_picks_the_device_and_the_first_shows_first(three: ParetoScatterI
 def test_three_objectives_get_a_3d_scatter(three: ParetoScatterInfo) -> None:
     figure = scatter3d_figure(three)
     assert {type(trace) for trace in figure.data} == {go.Scatter3d}
-    assert figure.layout.scene.zaxis.title.text == "accuracy [fraction] (higher is better)"
-    assert figure.layout.scene.xaxis.title.text == "latency_p99_ms [ms] (lower is better)"
+    # Short titles (the arrow points the way that is better), so they fit the scene's box.
+    assert figure.layout.scene.zaxis.title.text == "accuracy [fraction] better ↑"
+    assert figure.layout.scene.xaxis.title.text == "latency_p99_ms [ms] better ↓"
+    # A camera further out than plotly's (1.25, 1.25, 1.25), so the titles stay inside the box.
+    eye = figure.layout.scene.camera.eye
+    assert (eye.x ** 2 + eye.y ** 2 + eye.z ** 2) ** 0.5 > 1.25 * 3 ** 0.5
     (front, _) = _named(figure, FRONT_NAME)
     assert len(front.z) == three.front.devices.count(DEVICES[0])
     assert [b.label for b in figure.layout.updatemenus[0].buttons] == [
@@ -174,3 +178,52 @@ def test_many_trials_stay_small() -> None:
                                provenance=trial_provenance(study))
     page = figure_html(scatter_figure(info), "dse-pareto", include_plotlyjs=False)
     assert len(page) / 1000 < 200  # bytes per trial; measured 129, of which the hover ~110
+
+
+def _hover_text(trace: Any, point: int) -> str:
+    """The hover of one point as plotly fills it in: its customdata put into the template."""
+    cells = trace.customdata[point]
+    return re.sub(r"%\{customdata\[(\d+)\]\}", lambda m: str(cells[int(m[1])]),
+                  trace.hovertemplate)
+
+
+def test_each_point_shows_only_its_own_runtimes_provenance() -> None:
+    """ONNX Runtime records its execution provider, torch its mode: on one device, neither is
+    true of the other runtime's points. Said once for the device (recorded by only some of its
+    trials) or labelled in a trace mixing both (the front), it once showed on every point."""
+    study = campaign_study("mixed", EXAMPLE_OBJECTIVES)
+    own = {"onnxruntime": {"execution_provider": "CPUExecutionProvider"},
+           "torch": {"mode": "eager"}}
+    for i, backend in enumerate(["torch", "onnxruntime", "torch", "onnxruntime"]):
+        record_trial(study, candidate(backend, "fp32", 1.0 + i, 1),
+                     metrics={"accuracy": 0.8 + 0.05 * i, "latency_p99_ms": 1.0 + i},
+                     extra_attrs={"provenance": {"host": "vm", **own[backend]}})
+    info = pareto_scatter_info(trials_frame(study), EXAMPLE_OBJECTIVES,
+                               provenance=trial_provenance(study))
+    assert info.device_notes["local-cpu"] == ["host: vm"]  # what every trial recorded
+    figure = scatter_figure(info)
+    assert len(_named(figure, FRONT_NAME)[0].x) == 4  # the front mixes both runtimes
+    seen = 0
+    for trace in figure.data:
+        for point in range(len(trace.x)):
+            text = _hover_text(trace, point)
+            backend = re.search(r"<br>backend: (\w+)", text)
+            assert backend is not None, text
+            mine, other = (("onnxruntime", "torch") if backend[1] == "onnxruntime"
+                           else ("torch", "onnxruntime"))
+            assert all(f"<br>{key}: {value}" in text for key, value in own[mine].items()), text
+            assert not any(key in text for key in own[other]), text
+            assert "<br>knob.num_threads: " not in text or mine == "torch"
+            seen += 1
+    assert seen == 8  # each trial in its backend's trace and in the front's
+
+
+def test_a_front_over_more_objectives_than_drawn_says_so_on_the_plot(
+        three: ParetoScatterInfo) -> None:
+    """In a 2-D view of a 3-objective front, a ringed point can look dominated: the plot says
+    why. Two objectives need no such note."""
+    assert three.projection_note.startswith("The front is over all 3 objectives (accuracy, ")
+    (note,) = scatter_figure(three).layout.annotations
+    assert note.text.replace("<br>", " ") == three.projection_note
+    two = pareto_scatter_info(trials_frame(example_study()), EXAMPLE_OBJECTIVES)
+    assert two.projection_note == "" and not scatter_figure(two).layout.annotations

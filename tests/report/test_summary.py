@@ -7,11 +7,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from dse.report.summary import (
-    baseline_yaml,
-    device_comparison_info,
-    front_table_info,
-)
+from dse.report.front_table import baseline_yaml, front_table_info
+from dse.report.summary import device_comparison_info
 from dse.results import front_frame, trials_frame
 from dse.results.testing import (
     EXAMPLE_OBJECTIVES,

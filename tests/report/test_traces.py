@@ -138,13 +138,15 @@ def test_nvml_trace_gives_power_temperature_clocks_and_throttled_intervals(
     campaign.add(0.9, 2.0, nvml_arrays(masks))
     info = campaign.info()
     assert info.empty_reason is None
-    assert info.kinds == ["power", "temperature", "clock", "memory"]
+    # The clocks and the memory hold still: said in words, not drawn as flat lines.
+    assert info.kinds == ["power", "temperature"]
     assert info.row_titles == [KIND_TITLES[k] for k in info.kinds]
     (trial,) = info.trials
     assert (trial.device, trial.trial, trial.duration_s) == ("local-cpu", 0, 3.5)
     names = {s.name: s for s in trial.series}
-    assert sorted(names) == ["nvml mem_clock_mhz", "nvml memory_used_mb", "nvml power_w",
-                             "nvml sm_clock_mhz", "nvml temperature_c"]
+    assert sorted(names) == ["nvml power_w", "nvml temperature_c"]
+    assert "nvml mem_clock_mhz steady at 2,619 MHz on #0" in info.note
+    assert "nvml memory_used_mb steady at 5,000 MB on #0" in info.note
     assert names["nvml power_w"].time_s[:3] == [0.0, 0.5, 1.0]
     assert names["nvml temperature_c"].values[-1] == 67.0
     # Each reading holds until the next; gpu_idle is not throttling.
@@ -152,7 +154,7 @@ def test_nvml_trace_gives_power_temperature_clocks_and_throttled_intervals(
         (1.0, 2.0, "sw_power_cap"), (3.0, 3.5, "sw_power_cap, sw_thermal_slowdown")]
     assert "Shaded: intervals where a throttle reason was active" in info.note
     figure = traces_figure(info)
-    assert len(figure.data) == len(trial.series) == 5
+    assert len(figure.data) == len(trial.series) == 2
     assert len(figure.layout.shapes) == 2 * len(info.kinds)  # each interval shaded in every row
     reasons = [a.text for a in figure.layout.annotations if "sw_" in a.text]
     assert reasons == ["sw_power_cap", "sw_power_cap, sw_thermal_slowdown"]
@@ -163,8 +165,8 @@ def test_cpu_sensors_give_rapl_power_clocks_in_mhz_and_throttle_time(campaign: C
     wrap = 1_000_000_000.0
     arrays = {
         **trace_arrays("rapl", times, {
-            # 10 W, then the counter wraps: 999_000_000 -> 9_000_000 is 10 J over one second.
-            "intel-rapl:0/energy_uj": [969e6, 979e6, 989e6, 999e6, 9e6],
+            # 10, 15, 5 W, then the counter wraps: 999_000_000 -> 9_000_000 is 10 J over a second.
+            "intel-rapl:0/energy_uj": [969e6, 979e6, 994e6, 999e6, 9e6],
             "intel-rapl:0/max_energy_range_uj": [wrap] * 5},
             {"intel-rapl:0/energy_uj": "uJ", "intel-rapl:0/max_energy_range_uj": "uJ"}),
         **trace_arrays("cpufreq", times, {
@@ -186,7 +188,7 @@ def test_cpu_sensors_give_rapl_power_clocks_in_mhz_and_throttle_time(campaign: C
                              "thermal_zones thermal_zone0:x86_pkg_temp"]
     rapl = names["rapl intel-rapl:0 (from energy counter)"]
     assert rapl.time_s == [0.5, 1.5, 2.5, 3.5]
-    assert rapl.values == pytest.approx([10.0] * 4)
+    assert rapl.values == pytest.approx([10.0, 15.0, 5.0, 10.0])
     assert names["cpufreq cpu0/scaling_cur_freq"].values == [3000, 2000, 2000, 3000, 3000]
     assert info.kinds == ["power", "temperature", "clock"]
     assert [(i.start_s, i.end_s, i.reason) for i in trial.throttled] == [
@@ -201,7 +203,7 @@ def test_a_counter_drop_the_measurement_calls_a_gap_is_a_gap_in_the_power_trace(
     from dse.measure.telemetry.derived import TelemetryGapError, counter_delta
 
     times = [T0 + i for i in range(4)]
-    readings = [500.0e6, 510.0e6, 20.0e6, 30.0e6]  # 510 -> 20 MJ: a drop of 490 M, range 100 M
+    readings = [500.0e6, 510.0e6, 20.0e6, 35.0e6]  # 510 -> 20 MJ: a drop of 490 M, range 100 M
     with pytest.raises(TelemetryGapError, match="more than its wrap range"):
         counter_delta(readings, 100.0e6)
     campaign.add(0.9, 2.0, trace_arrays("rapl", times, {
@@ -209,7 +211,7 @@ def test_a_counter_drop_the_measurement_calls_a_gap_is_a_gap_in_the_power_trace(
         {"intel-rapl:0/energy_uj": "uJ", "intel-rapl:0/max_energy_range_uj": "uJ"}))
     (trial,) = campaign.info().trials
     (rapl,) = trial.series
-    assert rapl.time_s == [0.5, 2.5] and rapl.values == pytest.approx([10.0, 10.0])
+    assert rapl.time_s == [0.5, 2.5] and rapl.values == pytest.approx([10.0, 15.0])
 
 
 def test_jetson_rails_clocks_and_overcurrent(campaign: Campaign) -> None:
@@ -244,6 +246,35 @@ def test_a_host_without_sensors_shows_memory_and_says_so(campaign: Campaign) -> 
     assert len(traces_figure(info).data) == 1
 
 
+def steady_memory(n: int, level: float, start: float = T0) -> dict[str, np.ndarray]:
+    """Process memory as a CPU host reads it over a short window: moving by 0.01 MB."""
+    return trace_arrays("process_memory", [start + 0.01 * i for i in range(n)],
+                        {"rss_mb": [level + 0.01 * (i % 2) for i in range(n)]},
+                        ProcessMemoryProbe.units)
+
+
+def test_memory_that_barely_moves_is_a_line_of_text_not_a_panel_of_flat_plots(
+        campaign: Campaign) -> None:
+    for level in (1184.0, 1139.0, 1131.6):
+        campaign.add(0.8 + level / 1e4, level / 1000, steady_memory(200, level))
+    info = campaign.info()
+    assert info.trials == [] and info.kinds == []
+    assert info.empty_reason == (
+        "no telemetry trace moved during the measurement: process_memory rss_mb steady at "
+        "1,184 MB on #0, 1,139 MB on #1, 1,132 MB on #2")
+    assert "No power, temperature or clock sensor was read" in info.note
+
+
+def test_only_traces_that_move_are_drawn_and_the_steady_ones_are_named(
+        campaign: Campaign) -> None:
+    campaign.add(0.95, 4.0, steady_memory(400, 1184.0))  # the longest, but flat
+    campaign.add(0.90, 3.0, memory_arrays(100))  # 300 -> 306 MB: moves 2%
+    info = campaign.info()
+    assert [t.trial for t in info.trials] == [1]
+    assert "process_memory rss_mb steady at 1,184 MB on #0" in info.note
+    assert len(traces_figure(info).data) == 1
+
+
 def test_trials_with_sensors_come_first_then_the_longest(campaign: Campaign) -> None:
     campaign.add(0.95, 4.0, memory_arrays(4000))  # 20 s, memory only
     campaign.add(0.90, 3.0, nvml_arrays([0] * 4))  # 1.5 s
@@ -268,7 +299,7 @@ def test_long_series_are_thinned_keeping_their_peaks(campaign: Campaign) -> None
 
 def test_channels_over_the_cap_are_counted(campaign: Campaign) -> None:
     times = [T0, T0 + 1]
-    clocks = {f"cpu{i}/scaling_cur_freq": [2e6, 2e6] for i in range(12)}
+    clocks = {f"cpu{i}/scaling_cur_freq": [2e6, 2.5e6] for i in range(12)}
     campaign.add(0.9, 2.0, trace_arrays("cpufreq", times, clocks, dict.fromkeys(clocks, "kHz")))
     info = campaign.info(max_series_per_kind=8)
     assert len(info.trials[0].series) == 8

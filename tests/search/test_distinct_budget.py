@@ -87,7 +87,10 @@ def test_a_space_measured_in_full_ends_the_run_with_a_notice(tmp_path: Path) -> 
     # Resumed with the same budget: nothing new to measure, nothing measured twice.
     run_campaign(load_experiment(experiment), evaluator=evaluator, report=False,
                  on_notice=notices.append)
-    assert sorted(evaluator.calls.values()) == [1, 1, 1] and len(notices) == 2
+    assert sorted(evaluator.calls.values()) == [1, 1, 1]
+    # The resume says how far the campaign was, then that the space holds no more.
+    assert len(notices) == 3 and notices[1].startswith("resuming: 3 of 10 trials done"), notices
+    assert "stopped short of budget.trials with 3 distinct" in notices[2]
 
 
 def test_a_resumed_run_counts_only_what_was_measured(tmp_path: Path) -> None:

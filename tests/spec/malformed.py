@@ -310,7 +310,7 @@ def prepare_folder(folder: Path) -> None:
     for directory in KIND_DIRS.values():
         if not (folder / directory).exists():
             shutil.copytree(REPO / directory, folder / directory,
-                            ignore=shutil.ignore_patterns("runs", "__pycache__"))
+                            ignore=shutil.ignore_patterns("runs", "dashboards", "__pycache__"))
 
 
 def run_case(case: FuzzCase, folder: Path) -> CaseResult:

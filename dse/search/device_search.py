@@ -38,6 +38,14 @@ def repeats_to_stop(known: int) -> int:
     return min(EXHAUSTED_AFTER, max(EXHAUSTED_MIN, 5 * known))
 
 
+def counts_toward_budget(trial: optuna.trial.FrozenTrial) -> bool:
+    """A distinct candidate measured to an ok result: what ``budget.trials`` counts (a trial that
+    reused an earlier result is not one). Read by the loop on resume and by the resume notice."""
+    from optuna.trial import TrialState
+
+    return trial.state == TrialState.COMPLETE and "reused_from" not in trial.user_attrs
+
+
 #: ``failure_scope`` of a failure that is the architecture's (the worker's ArchFailure: the model
 #: failed to build, score or train before any backend touched it).
 ARCH_SCOPE = "arch"
@@ -163,8 +171,7 @@ class DeviceSearch:
                         and attrs.get("fidelity") != "screen"
                         and self.front_eligible(attrs.get("measurement_quality"))):
                     self.tracker.add(frozen.number, metrics)
-        self.completed = sum(t.state == TrialState.COMPLETE and "reused_from" not in t.user_attrs
-                             for t in study.get_trials(deepcopy=False))
+        self.completed = sum(counts_toward_budget(t) for t in study.get_trials(deepcopy=False))
 
     def _learn_arch_failure(self, frozen: optuna.trial.FrozenTrial) -> None:
         """An architecture's failure a stored trial recorded (measured, or answered from the one

@@ -17,6 +17,7 @@ from dse.columns import NON_OK_ON_FRONT_ATTR
 from dse.exceptions import SpecError
 from dse.metrics import current_metric_name, metric
 from dse.search.baseline_plan import BaselinePlan, plan_baseline
+from dse.search.device_search import counts_toward_budget
 from dse.search.experiment_checks import search_problems
 from dse.search.samplers import make_sampler
 from dse.search.study_fingerprint import changed_sections, space_fingerprint
@@ -229,8 +230,7 @@ def study_progress(study: optuna.Study) -> StudyProgress:
     trials = study.get_trials(deepcopy=False)
     return StudyProgress(
         started=sum(t.state != TrialState.WAITING for t in trials),
-        completed=sum(t.state == TrialState.COMPLETE and "reused_from" not in t.user_attrs
-                      for t in trials),
+        completed=sum(counts_toward_budget(t) for t in trials),
         running=sum(t.state == TrialState.RUNNING for t in trials))
 
 

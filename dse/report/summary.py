@@ -45,6 +45,9 @@ class SummaryInfo(NamedTuple):
     """How cleanly the trials were measured (:func:`dse.results.quality_summary`)."""
     description: str = ""
     """What the campaign is for (:func:`dse.report.description.campaign_description`)."""
+    repeats: int = 0
+    """Trials of a candidate measured before, which reused that measurement (``reused_from``):
+    counted among ``trials`` and their status, so the header says how many are not new."""
 
 
 class DeviceComparisonInfo(NamedTuple):
@@ -78,7 +81,9 @@ def summary_info(trials: pd.DataFrame, campaign: str, objectives: Sequence[str],
                        _stamp(started.min()) if len(started) else None,
                        _stamp(completed.max()) if len(completed) else None,
                        tuple(sorted(trials["device"].dropna().astype(str).unique())),
-                       quality_summary(trials))
+                       quality_summary(trials),
+                       repeats=int(trials["reused_from"].notna().sum())
+                       if "reused_from" in trials else 0)
 
 
 def _stamp(moment: pd.Timestamp) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from dse.report.front_table import front_table_info
 from dse.report.info import pareto_scatter_info, trial_provenance
-from dse.report.page import Section, comparison_html, page_html, table_html
+from dse.report.page import Section, comparison_html, header_html, page_html, table_html
 from dse.report.render import figure_html, scatter3d_figure, scatter_figure
 from dse.report.summary import device_comparison_info, summary_info
 from dse.report.table_info import TableInfo
@@ -127,3 +127,15 @@ def test_in_a_browser_tables_sort_menus_switch_and_hostile_text_stays_text(
                    for url in browser.requested_urls())
     finally:
         browser.close()
+
+
+def test_the_header_says_how_many_trials_reused_an_earlier_measurement(
+        campaign: list[optuna.Study]) -> None:
+    trials = trials_frame(campaign)
+    assert "repeat" not in header_html(summary_info(trials, "t", THREE, [BOUND]))
+    # Two trials proposed a candidate measured before: counted, but nothing new was measured.
+    trials.loc[trials.index[:2], "reused_from"] = 0
+    header = header_html(summary_info(trials, "t", THREE, [BOUND]))
+    assert (f"<strong>{len(trials)}</strong> trials:" in header
+            and "; 2 of them a repeat of a candidate measured before, its measurement reused"
+            in header)

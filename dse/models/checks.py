@@ -67,7 +67,7 @@ def _family_problems(path: Path, model: ModelSpec) -> list[str]:
 
 
 def _factory_problems(path: Path, model: ModelSpec, batch_sizes: tuple[int, ...]) -> list[str]:
-    from dse.models.output_check import known_to_fit
+    from dse.models.output_check import known_to_fit, quiet_libraries
     from dse.models.sources import load_function
 
     assert model.factory is not None
@@ -75,7 +75,8 @@ def _factory_problems(path: Path, model: ModelSpec, batch_sizes: tuple[int, ...]
         # A factory whose model passed the output check with these very sources resolved then;
         # importing it again would import torch (seconds) for nothing.
         if not known_to_fit(path, model, batch_sizes):
-            load_function(model.factory)
+            with quiet_libraries():  # what its libraries log on import is not the spec's problem
+                load_function(model.factory)
     except ValueError as exc:
         return [f"{path}: model.factory: {exc}"]
     if model.dataset is not None and model.input_shape is not None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dse.models.check_verdicts import passed_before, remember_pass, spec_key
-from dse.parts.datasets import DATASETS, dataset_problem
+from dse.parts.datasets import DATASETS, dataset_problem, dataset_sample_shape
 from dse.spec.fields import RangeParam, Scalar
 
 if TYPE_CHECKING:
@@ -277,9 +277,11 @@ def _judge(path: Path, model: ModelSpec, module: torch.nn.Module, arch: dict[str
         return [f"{path}: model.input_shape: {list(declared)}, but the factory's example input "
                 f"has samples of shape {list(example)} (arch {arch}): make them agree, or drop "
                 f"input_shape"]
-    shape = declared or example
+    shape = declared or example or dataset_sample_shape(model.dataset)
     if shape is None:
-        return [f"{path}: model.factory: the factory returned only a module (arch {arch}): "
+        held = ("" if model.dataset is None else
+                f"; dataset {model.dataset} holds samples of more than one shape")
+        return [f"{path}: model.factory: the factory returned only a module (arch {arch}){held}: "
                 f"return (module, example input) or set model.input_shape"]
     if model.dataset is not None:
         problem = dataset_problem(model.dataset, shape)

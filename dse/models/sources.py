@@ -106,9 +106,13 @@ def model_source(family: str, settings: Mapping[str, Any]) -> ModelSource:
     """The builder of a candidate's modules. Raises KeyError for an unknown family and
     ValueError for a factory that cannot be imported; an ONNX source has no builder."""
     if family.startswith(FACTORY_PREFIX):
+        from dse.parts.datasets import dataset_sample_shape
+
         shape = settings.get("input_shape")
+        dataset = settings.get("dataset")
         return FactorySource(str(settings.get("factory", family[len(FACTORY_PREFIX):])),
-                             None if shape is None else tuple(int(d) for d in shape))
+                             None if shape is None else tuple(int(d) for d in shape),
+                             dataset_sample_shape(None if dataset is None else str(dataset)))
     if is_onnx_source(family):
         raise ValueError(f"{family}: an ONNX model is a file, not built from torch")
     return get_family(family)
@@ -139,10 +143,13 @@ def _plain(value: object) -> object:
 class FactorySource:
     """The user's ``module:function``: called with the arch parameters as a dict, it returns a
     ``torch.nn.Module``, or ``(module, example)`` where ``example`` is an input batch (a tensor or
-    array whose first axis is the batch) or one sample's shape (a tuple of ints)."""
+    array whose first axis is the batch) or one sample's shape (a tuple of ints). A bare module
+    takes ``input_shape`` (the space's ``model.input_shape``), else ``dataset_shape`` (the one
+    shape its dataset holds, :func:`dse.parts.datasets.dataset_sample_shape`)."""
 
     factory: str
     input_shape: tuple[int, ...] | None = None
+    dataset_shape: tuple[int, ...] | None = None
 
     @property
     def name(self) -> str:
@@ -158,12 +165,16 @@ class FactorySource:
     def input_shape_for(self, arch: Mapping[str, Any]) -> tuple[int, ...]:
         if self.input_shape is not None:
             return self.input_shape
-        key = stable_hash({"factory": self.factory, "arch": self.validate(arch)})
+        # The dataset's shape is in the key: the same factory on another dataset may differ.
+        key = stable_hash({"factory": self.factory, "arch": self.validate(arch),
+                           "dataset_shape": None if self.dataset_shape is None
+                           else list(self.dataset_shape)})
         if key not in _FACTORY_SHAPES:
             _, shape = self.call(arch)
             if shape is None:
-                raise ValueError(f"factory {self.factory} returned only a module: return "
-                                 f"(module, example input) or set model.input_shape")
+                raise ValueError(f"factory {self.factory} returned only a module and its "
+                                 f"dataset does not fix the sample shape: return (module, "
+                                 f"example input) or set model.input_shape")
             _FACTORY_SHAPES[key] = shape
         return _FACTORY_SHAPES[key]
 
@@ -183,7 +194,7 @@ class FactorySource:
             raise ValueError(f"factory {self.factory} returned {type(module).__name__}, "
                              f"not a torch.nn.Module")
         if example is None:
-            return module, self.input_shape
+            return module, self.input_shape or self.dataset_shape
         if isinstance(example, (tuple, list)) and all(isinstance(d, int) for d in example):
             return module, tuple(example)
         shape = tuple(int(d) for d in getattr(example, "shape", ()))

@@ -26,6 +26,9 @@ class DatasetDeclaration:
         summary: one line for listings.
         classes: how many classes its labels hold (a model's logits: one per class); None when
             not declared, and then counted from the labels of a loaded split.
+        sample_shape: the one shape of sample it holds, when it holds one (digits: 1x8x8): a
+            factory that returns a bare module, with no ``model.input_shape``, is fed that. None
+            when it holds several (sequences of any length).
     """
 
     name: str
@@ -33,6 +36,7 @@ class DatasetDeclaration:
     load: Callable[[int, tuple[int, ...]], Any]
     summary: str = ""
     classes: int | None = None
+    sample_shape: tuple[int, ...] | None = None
 
 
 DATASETS: Registry[DatasetDeclaration] = Registry(
@@ -51,6 +55,13 @@ def dataset_problem(name: str, sample_shape: tuple[int, ...]) -> str | None:
     if declared is None:
         return f"unknown dataset {name!r}; known: {', '.join(DATASETS.names())}"
     return declared.problem(tuple(sample_shape))
+
+
+def dataset_sample_shape(name: str | None) -> tuple[int, ...] | None:
+    """The one sample shape dataset ``name`` holds (:attr:`DatasetDeclaration.sample_shape`);
+    None without a dataset, for an unknown one, or for one that holds several shapes."""
+    declared = None if name is None else DATASETS.get(name)
+    return None if declared is None else declared.sample_shape
 
 
 def dataset_names() -> tuple[str, ...]:

@@ -60,7 +60,8 @@ def synthetic_inputs(sample_shape: tuple[int, ...], seed: int,
 
 register_dataset(DatasetDeclaration(
     "digits", _digits_problem, lambda seed, shape: load_digits_split(seed),
-    "scikit-learn's 8x8 handwritten digits, 10 classes", classes=10))
+    "scikit-learn's 8x8 handwritten digits, 10 classes", classes=10,
+    sample_shape=DIGITS_SHAPE))
 register_dataset(DatasetDeclaration(
     "sequences", _sequences_problem, _load_sequences,
     "generated sequences of any length, fixed features per step", classes=SEQUENCE_CLASSES))

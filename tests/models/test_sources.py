@@ -93,12 +93,20 @@ def test_factory_source_builds_and_reports_its_shape() -> None:
     assert source.validate({"hidden": np.int64(16)}) == {"hidden": 16}
 
 
-def test_factory_that_returns_only_a_module_needs_input_shape() -> None:
+def test_factory_that_returns_only_a_module_needs_input_shape_or_a_dataset_of_one_shape() -> None:
     source = FactorySource("tests.models.factories:bare_module")
     with pytest.raises(ValueError, match="returned only a module"):
         source.input_shape_for({})
     assert FactorySource("tests.models.factories:bare_module",
                          (1, 8, 8)).input_shape_for({}) == (1, 8, 8)
+    # digits holds 1x8x8 images only: the space need not say so again; sequences come at any
+    # length, so its shape stays the space's to give.
+    factory = "tests.models.factories:bare_module"
+    on_digits = model_source(f"factory:{factory}", {"factory": factory, "dataset": "digits"})
+    assert on_digits.input_shape_for({}) == (1, 8, 8)
+    on_sequences = model_source(f"factory:{factory}", {"factory": factory, "dataset": "sequences"})
+    with pytest.raises(ValueError, match="its dataset does not fix the sample shape"):
+        on_sequences.input_shape_for({})
     with pytest.raises(ValueError, match=r"not a torch\.nn\.Module"):
         FactorySource("tests.models.factories:not_a_module").build({})
 

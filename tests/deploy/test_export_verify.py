@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
+from dse import VerifyReport
 from tests.conftest import LOCAL_CPU
 from tests.runtime_venv import runtime_only_python
 
@@ -148,8 +149,7 @@ def test_verify_passes_a_bundle_on_the_device_it_was_measured_on(bundles: dict[s
 
     found = verify(bundles[name], cache_dir=tmp_path / "cache", tolerance=0.5,
                    report=tmp_path / "report.json")
-    assert found.verdict in ("pass", "improved"), found
-    assert found.exit_code == 0
+    _judged_or_busy(found, ("pass", "improved"))
     assert [c.metric for c in found.checks] == ["latency_p50_ms", "accuracy", "top1_agreement"]
     accuracy = next(c for c in found.checks if c.metric == "accuracy")
     assert accuracy.verdict == "pass"
@@ -157,7 +157,19 @@ def test_verify_passes_a_bundle_on_the_device_it_was_measured_on(bundles: dict[s
     assert found.decisions_agree == 1.0
     assert found.fingerprint_changes == {}
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["verdict"] == found.verdict and report["exit_code"] == 0
+    assert report["verdict"] == found.verdict and report["exit_code"] == found.exit_code
+
+
+def _judged_or_busy(found: VerifyReport, verdicts: tuple[str, ...]) -> None:
+    """The latency check says one of ``verdicts``, and so does the report; unless other work on
+    this shared machine disturbed the window even after re-measuring, where "inconclusive"
+    (exit 1) is the only honest verdict (tests/deploy/test_compare.py)."""
+    (p50,) = [check for check in found.checks if check.metric == "latency_p50_ms"]
+    assert p50.verdict in verdicts, p50.why
+    if found.verdict == "inconclusive":
+        assert "disturbed the measurement" in found.reason and found.exit_code == 1
+    else:
+        assert found.verdict in verdicts and found.exit_code == 0, found
 
 
 def _tampered(bundle: Path, tmp_path: Path, change: dict[str, float]) -> Path:
@@ -208,7 +220,7 @@ def test_verify_says_improved_when_the_device_is_faster(bundles: dict[str, Path]
         "latency_p50_ms": p50 * 10, "latency_p50_ci_low_ms": p50 * 9.8,
         "latency_p50_ci_high_ms": p50 * 10.2})
     found = verify(slower, cache_dir=tmp_path / "cache")
-    assert found.verdict == "improved" and found.exit_code == 0
+    _judged_or_busy(found, ("improved",))  # ten times below the record's interval
 
 
 def test_an_altered_or_missing_file_is_refused_in_one_line(bundles: dict[str, Path],

@@ -71,8 +71,8 @@ def header_html(summary: SummaryInfo, failures: tuple[str, int] | None = None) -
            f' (<a href="#{html.escape(failures[0])}">{failures[1]} without a feasible result: '
            f"why</a>)")
     if summary.repeats:  # the measured-cleanly count below leaves them out: say why they differ
-        why += html.escape(f"; {summary.repeats} of them a repeat of a candidate measured before, "
-                           f"its measurement reused")
+        why += html.escape(f"; {summary.repeats} of them reused an earlier trial's result, "
+                           f"measuring nothing")
     lines = [
         f"<strong>{summary.trials}</strong> trials: {html.escape(counts)}{why}",
         "objectives: " + html.escape("; ".join(summary.objectives) or "none"),

@@ -46,8 +46,9 @@ class SummaryInfo(NamedTuple):
     description: str = ""
     """What the campaign is for (:func:`dse.report.description.campaign_description`)."""
     repeats: int = 0
-    """Trials of a candidate measured before, which reused that measurement (``reused_from``):
-    counted among ``trials`` and their status, so the header says how many are not new."""
+    """Trials that carry an earlier trial's result (``reused_from``: a repeat of a candidate
+    measured before, or a failure of its architecture): counted among ``trials`` and their
+    status, so the header says how many measured nothing."""
 
 
 class DeviceComparisonInfo(NamedTuple):

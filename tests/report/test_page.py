@@ -137,5 +137,4 @@ def test_the_header_says_how_many_trials_reused_an_earlier_measurement(
     trials.loc[trials.index[:2], "reused_from"] = 0
     header = header_html(summary_info(trials, "t", THREE, [BOUND]))
     assert (f"<strong>{len(trials)}</strong> trials:" in header
-            and "; 2 of them a repeat of a candidate measured before, its measurement reused"
-            in header)
+            and "; 2 of them reused an earlier trial&#x27;s result, measuring nothing" in header)

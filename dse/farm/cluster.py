@@ -20,10 +20,13 @@ if TYPE_CHECKING:
 
 # Environment every process of an embedded cluster needs: quiet, no telemetry, loopback only, and
 # workers at normal priority (Ray's default niceness of 15 lets any busy process starve a timing).
+# Token authentication is what Ray gives a new local cluster anyway; said explicitly, Ray keeps
+# its line announcing it out of every run's output (a user's RAY_AUTH_MODE still wins).
 EMBEDDED_ENV = {
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_worker_niceness": "0",
+    "RAY_AUTH_MODE": "token",
 }
 
 

@@ -9,6 +9,7 @@ variable is set before the first ``import ray`` of the process.
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING
 
 from dse.exceptions import DeviceError
@@ -20,20 +21,25 @@ if TYPE_CHECKING:
 
 # Environment every process of an embedded cluster needs: quiet, no telemetry, loopback only, and
 # workers at normal priority (Ray's default niceness of 15 lets any busy process starve a timing).
-# Token authentication is what Ray gives a new local cluster anyway; said explicitly, Ray keeps
-# its line announcing it out of every run's output (a user's RAY_AUTH_MODE still wins).
 EMBEDDED_ENV = {
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_worker_niceness": "0",
-    "RAY_AUTH_MODE": "token",
 }
+# Token authentication is what Ray gives a new local cluster anyway; said before Ray is imported,
+# Ray keeps its line announcing it out of every run's output (a user's RAY_AUTH_MODE still wins).
+# Not once Ray is imported: its configuration is read then, and a mode set later would leave this
+# process 'disabled' against a cluster that wants a token.
+EMBEDDED_AUTH = {"RAY_AUTH_MODE": "token"}
 
 
 def start_embedded(profiles: list[HardwareProfile], num_cpus: int | None = None) -> None:
     """Start an embedded single-node Ray with one device unit per profile (idempotent)."""
     for key, value in EMBEDDED_ENV.items():
         os.environ.setdefault(key, value)
+    if "ray" not in sys.modules:
+        for key, value in EMBEDDED_AUTH.items():
+            os.environ.setdefault(key, value)
     import ray
 
     if ray.is_initialized():

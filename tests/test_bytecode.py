@@ -14,7 +14,7 @@ from tests.conftest import REPO
 # What a `dse run` imports on the driver and in a worker; a module found without valid bytecode is
 # listed (at most 10 of them) by the subprocess.
 _PROBE = """
-import importlib.util, json, sys, sysconfig
+import importlib.util, json, os, sys, sysconfig
 import dse.cli, dse.api, optuna, pandas, plotly, ray, sqlalchemy, torch
 purelib = sysconfig.get_paths()["purelib"]
 stale = []
@@ -29,7 +29,6 @@ for module in list(sys.modules.values()):
     except OSError:
         stale.append(source)
         continue
-    import os
     # A timestamp pyc holds its source's mtime (seconds, 32 bits) at bytes 8-12.
     flags = int.from_bytes(header[4:8], "little")
     if flags == 0 and int.from_bytes(header[8:12], "little") != int(os.stat(source).st_mtime) & 0xFFFFFFFF:

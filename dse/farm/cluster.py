@@ -26,20 +26,18 @@ EMBEDDED_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_worker_niceness": "0",
 }
-# Token authentication is what Ray gives a new local cluster anyway; said before Ray is imported,
-# Ray keeps its line announcing it out of every run's output (a user's RAY_AUTH_MODE still wins).
-# Not once Ray is imported: its configuration is read then, and a mode set later would leave this
-# process 'disabled' against a cluster that wants a token.
-EMBEDDED_AUTH = {"RAY_AUTH_MODE": "token"}
 
 
 def start_embedded(profiles: list[HardwareProfile], num_cpus: int | None = None) -> None:
     """Start an embedded single-node Ray with one device unit per profile (idempotent)."""
     for key, value in EMBEDDED_ENV.items():
         os.environ.setdefault(key, value)
+    # Token authentication is what Ray gives a new local cluster anyway; said before Ray is
+    # imported, Ray keeps its line announcing it out of every run's output (a user's
+    # RAY_AUTH_MODE still wins). Not once Ray is imported: its configuration is read then, and a
+    # mode set later would leave this process 'disabled' against a cluster that wants a token.
     if "ray" not in sys.modules:
-        for key, value in EMBEDDED_AUTH.items():
-            os.environ.setdefault(key, value)
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
     import ray
 
     if ray.is_initialized():

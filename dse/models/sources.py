@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from dse.candidate import stable_hash
 from dse.models.registry import get_family
+from dse.parts.datasets import dataset_sample_shape
 
 if TYPE_CHECKING:
     import torch
@@ -106,8 +107,6 @@ def model_source(family: str, settings: Mapping[str, Any]) -> ModelSource:
     """The builder of a candidate's modules. Raises KeyError for an unknown family and
     ValueError for a factory that cannot be imported; an ONNX source has no builder."""
     if family.startswith(FACTORY_PREFIX):
-        from dse.parts.datasets import dataset_sample_shape
-
         shape = settings.get("input_shape")
         dataset = settings.get("dataset")
         return FactorySource(str(settings.get("factory", family[len(FACTORY_PREFIX):])),

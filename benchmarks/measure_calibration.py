@@ -354,6 +354,101 @@ def front_part() -> tuple[int, float]:
     return dirty, len(quiet & loaded) / len(union) if union else 1.0
 
 
+def _pinned(command: list[str], core: int) -> list[str]:
+    """``command`` pinned to one core (``taskset``), as a CPU half as fast would run it once
+    another process shares that core."""
+    return ["taskset", "-c", str(core), *command]
+
+
+def slow_part(quick: bool) -> dict[str, float]:
+    """The quickstart campaign on one core shared with a busy loop (both pinned to CPU 0): a
+    machine half as fast for everything dse runs, Ray included. Counts the trials that failed
+    for sample counts (``slow_cpu_failed_trials``), every interval bound below 0 or below its
+    trial's fastest call (``negative_or_absurd_bounds``), and front points whose objective
+    interval is wider than the campaign's precision target (``front_imprecise_points``)."""
+    import pandas as pd
+
+    from dse.api import load_experiment
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for part in ("search_spaces", "hw_profiles"):
+            shutil.copytree(REPO / part, folder / part)
+        (folder / "experiments").mkdir()
+        text = (REPO / "experiments" / "quickstart.yaml").read_text()
+        if quick:
+            text = text.replace("trials: 32", "trials: 6").replace("startup_trials: 12",
+                                                                   "startup_trials: 4")
+        experiment = folder / "experiments" / "quickstart.yaml"
+        experiment.write_text(text)
+        hog = subprocess.Popen(_pinned([sys.executable, "-c", HOG], 0))
+        before = _cpu_busy()
+        start = time.perf_counter()
+        try:
+            done = subprocess.run(_pinned([str(Path(sys.executable).parent / "dse"), "run",
+                                           str(experiment), "--no-report"], 0),
+                                  cwd=folder, capture_output=True, text=True,
+                                  env={**os.environ, "COLUMNS": "200"}, timeout=3600)
+        finally:
+            _stop([hog])
+        took = time.perf_counter() - start
+        closing = [line for line in done.stdout.splitlines() if line.startswith("measurement:")]
+        print(f"  quickstart on one shared core: exit {done.returncode} in {took:.0f} s; "
+              f"{_load_since(before)}")
+        print("  " + (closing[0] if closing else done.stderr.strip()[-400:]))
+        spec = load_experiment(experiment)
+        trials = pd.read_parquet(spec.run_dir / "trials.parquet")
+        front = pd.read_csv(spec.run_dir / "pareto.csv")
+        objectives = [objective.metric for objective in spec.space.objectives]
+        targets = spec.spec.measurement.for_metrics(objectives).required_precision()
+    fresh = trials[trials["reused_from"].isna()]
+    failed = fresh[fresh["status"] == "failed"]
+    for reason in failed["reason"]:
+        print(f"    failed: {reason}")
+    short = int(failed["reason"].str.contains("too few", regex=False).sum())
+    print("  qualities: " + ", ".join(f"{k} {v}" for k, v in
+                                      fresh["measurement_quality"].value_counts().items()))
+    return {"slow_cpu_failed_trials": short, "slow_cpu_seconds": took,
+            "negative_or_absurd_bounds": _absurd_bounds(trials),
+            "front_imprecise_points": _imprecise_points(front, targets)}
+
+
+def _interval_columns(frame: Any) -> list[tuple[str, str, str, str]]:
+    """(percentile, value, low, high) column names of every percentile with an interval."""
+    found = []
+    for name in ("p50", "p90", "p95", "p99", "p999"):
+        columns = (f"latency_{name}_ms [ms]", f"latency_{name}_ci_low_ms [ms]",
+                   f"latency_{name}_ci_high_ms [ms]")
+        if all(column in frame.columns for column in columns):
+            found.append((name, *columns))
+    return found
+
+
+def _absurd_bounds(trials: Any) -> int:
+    """Interval bounds below zero or below the trial's fastest call."""
+    count = 0
+    fastest = trials["latency_min_ms [ms]"]
+    for _, _, low, high in _interval_columns(trials):
+        for column in (low, high):
+            bound = trials[column]
+            count += int(((bound < 0) | (bound < fastest * (1 - 1e-9))).sum())
+    return count
+
+
+def _imprecise_points(front: Any, targets: dict[str, float]) -> int:
+    """Front rows with an objective percentile (or throughput, from p50) whose interval is
+    wider than its precision target, from the interval the front itself holds."""
+    wide = np.zeros(len(front), dtype=bool)
+    for name, value, low, high in _interval_columns(front):
+        if name not in targets:
+            continue
+        half = np.maximum(front[value] - front[low], front[high] - front[value]) / front[value]
+        wide |= (half > targets[name]).to_numpy()
+    for index in np.flatnonzero(wide):
+        print(f"    imprecise front point: trial {front['trial'].iloc[index]}")
+    return int(wide.sum())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
@@ -365,9 +460,13 @@ def main() -> None:
                         help="runs of `dse calibrate` before the artifacts (its default)")
     parser.add_argument("--calibration-gap", type=float, default=10.0,
                         help="seconds between calibration runs (its default)")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["repeat", "interference",
-                                                                   "front"])
+    parser.add_argument("--skip", nargs="*", default=[],
+                        choices=["repeat", "interference", "front", "slow", "vendor", "duel"])
+    parser.add_argument("--quick", action="store_true",
+                        help="a few minutes: fewer runs, windows and trials in every part")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.calibration_runs, args.calibration_gap = 3, 3, 1.0
     from dse.spec import MeasureSpec
 
     spec = MeasureSpec()
@@ -393,6 +492,12 @@ def main() -> None:
         dirty, jaccard = front_part()
         print(f"BENCH dirty_front_points {dirty}")
         print(f"BENCH front_jaccard {jaccard:.2f}")
+    if "slow" not in args.skip:
+        slow = slow_part(args.quick)
+        for name in ("slow_cpu_failed_trials", "negative_or_absurd_bounds",
+                     "front_imprecise_points"):
+            print(f"BENCH {name} {slow[name]}")
+        print(f"BENCH slow_cpu_seconds {slow['slow_cpu_seconds']:.0f}")
 
 
 if __name__ == "__main__":

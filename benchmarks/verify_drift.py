@@ -10,15 +10,19 @@ verifications per round:
   thread budget on the target: the same runner, forced to fewer threads);
 - hog: on the exporting profile while two busy-looping processes take both cores.
 
-Exit 1 is what a CI job acts on: regressed, or inconclusive (no check regressed, but other work
-disturbed the window even after re-measuring, so no pass can be certified).
+Exit 1 is what a CI job acts on: regressed (every run found it slower: a run that suspects a
+regression is followed by fresh runs, each in a worker process of its own), or inconclusive (no
+check regressed, but other work disturbed the windows even after re-measuring, so no pass can be
+certified).
 
-Prints every verification's verdict, p50 and seconds, whether the machine was busy, and
+Prints every verification's verdict, first run's p50, runs and seconds, what its fresh runs
+found, whether the machine was busy, and
 
     BENCH verify_false_regressions <quiet verifications that exited 1 (target 0)>
     BENCH verify_detected <share of slowed verifications that exited 1 (target 1)>
     BENCH verify_slowdown_ratio <median slowed p50 / median quiet p50, same run>
     BENCH verify_seconds <median wall seconds of a quiet `dse verify`>
+    BENCH verify_quiet_fresh_runs <fresh runs the quiet verifications made, in all>
 
 Usage: .venv/bin/python benchmarks/verify_drift.py [--rounds N] [--keep DIR]
 """
@@ -39,7 +43,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-ROUNDS = 10
+ROUNDS = 20
+# A quiet verification beside which other processes took less of the CPUs than this ran on an
+# idle machine (the summary counts its exits apart).
+IDLE_OTHERS_PCT = 10.0
 PROFILE = """\
 name: {name}
 kind: cpu
@@ -83,11 +90,46 @@ measurement: {max_seconds: 1.0}
     return root / "experiments" / "bench.yaml"
 
 
-def _dse(args: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
+def _dse(args: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess[str], int]:
+    """`dse ARGS` in a process group of its own: its seconds, its result, and the CPU ticks it
+    and every process it started (Ray's included) used, read from /proc every half second. Not a
+    session of its own: Linux shares the CPUs between sessions first (autogroup), which would
+    shield it from the hog started in this one."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "dse.cli", *args], cwd=cwd, text=True,
-                          capture_output=True, timeout=900)
-    return time.perf_counter() - start, done
+    used: dict[int, int] = {}
+    command = [sys.executable, "-m", "dse.cli", *args]
+    process = subprocess.Popen(command, cwd=cwd, text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, process_group=0)
+    try:
+        while True:
+            used.update(_group_ticks(process.pid))
+            try:
+                stdout, stderr = process.communicate(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if time.perf_counter() - start > 900:
+                    raise
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    done = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    return time.perf_counter() - start, done, sum(used.values())
+
+
+def _group_ticks(group: int) -> dict[int, int]:
+    """CPU ticks so far (utime + stime) of every live process of process group ``group``."""
+    ticks = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # proc(5): after the command's closing parenthesis, state is field 3, process
+            # group 5, utime 14 and stime 15.
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == group:
+            ticks[int(stat.parent.name)] = int(fields[11]) + int(fields[12])
+    return ticks
 
 
 @contextmanager
@@ -103,15 +145,30 @@ def hog(processes: int) -> Iterator[None]:
             process.wait()
 
 
+def _cpu_ticks() -> tuple[int, int]:
+    """Busy and total ticks of every CPU (/proc/stat's aggregate line: user nice system idle
+    iowait irq softirq steal)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return sum(values) - values[3] - values[4] - values[7], sum(values)
+
+
 def verify(bundle: Path, root: Path, report: Path, *extra: str) -> dict[str, Any]:
-    took, done = _dse(["verify", str(bundle), "--report", str(report),
-                       "--cache-dir", str(root / "verify-cache"), *extra], root)
+    before = _cpu_ticks()
+    took, done, mine = _dse(["verify", str(bundle), "--report", str(report),
+                             "--cache-dir", str(root / "verify-cache"), *extra], root)
+    busy, total = (after - then for after, then in zip(_cpu_ticks(), before, strict=True))
     if done.returncode not in (0, 1):
         sys.exit(f"dse verify failed: {done.stderr.strip()}")
     found = json.loads(report.read_text())
     p50 = found["measured"].get("latency_p50_ms")
+    runs = found.get("runs") or [{"disturbed": found["measurement_quality"] == "disturbed"}]
     return {"seconds": took, "verdict": found["verdict"], "p50": p50,
-            "exit": done.returncode, "quality": found["measurement_quality"]}
+            "exit": done.returncode, "quality": found["measurement_quality"],
+            "runs": len(runs), "busy": any(run["disturbed"] for run in runs),
+            "confirmation": found.get("confirmation", ""),
+            # Other processes' share of the CPUs while it ran (this script's own reading of
+            # /proc among them): what "quiet" meant for this one.
+            "others_pct": 100 * max(0.0, busy - mine) / total if total > 0 else float("nan")}
 
 
 def main() -> None:
@@ -121,11 +178,11 @@ def main() -> None:
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="dse-verify-bench-"))
     experiment = write_campaign(root)
-    took, done = _dse(["run", str(experiment), "--no-report"], root)
+    took, done, _ = _dse(["run", str(experiment), "--no-report"], root)
     if done.returncode != 0:
         sys.exit(f"the campaign failed: {done.stderr.strip().splitlines()[-1:]}")
     bundle = root / "bundle"
-    _, done = _dse(["export", str(experiment), "--trial", "0", "--out", str(bundle)], root)
+    _, done, _ = _dse(["export", str(experiment), "--trial", "0", "--out", str(bundle)], root)
     if done.returncode != 0:
         sys.exit(f"dse export failed: {done.stderr.strip()}")
     recorded = json.loads((bundle / "measurements.json").read_text())["metrics"]
@@ -148,14 +205,23 @@ def main() -> None:
                                                   report.with_suffix(".hog.json"))})
         for found in (quiet[-1], *slowed[-2:]):
             print(f"round {round_ + 1} {found.get('how', 'quiet'):<7} {found['verdict']:<9} "
-                  f"p50 {found['p50']:.4f} ms ({found['quality']}), {found['seconds']:.1f} s"
-                  + (f", load {found['load']:.2f}" if "load" in found else ""))
+                  f"p50 {found['p50']:.4f} ms ({found['quality']}), {found['runs']} run(s), "
+                  f"{found['seconds']:.1f} s"
+                  + (f", load {found['load']:.2f}" if "load" in found else "")
+                  + f", others {found['others_pct']:.0f}% of the CPUs"
+                  + (f": {found['confirmation']}" if found["confirmation"] else ""), flush=True)
     # The load average lags by a minute (the hog rounds raise it): whether other work took a
-    # quiet verification's CPU is its own window's verdict (cpu_interference).
-    busy = [found for found in quiet if found["quality"] == "disturbed"]
+    # quiet verification's CPU is its runs' windows' own verdict (cpu_interference).
+    busy = [found for found in quiet if found["busy"]]
     print(f"load average {quiet[0]['load']:.2f} before the first verification; "
           f"{len(busy)} of {len(quiet)} quiet verifications had a disturbed window"
           + (": other work ran beside them" if busy else ": the machine was quiet"))
+    others = [found["others_pct"] for found in quiet]
+    idle = [found for found in quiet if found["others_pct"] < IDLE_OTHERS_PCT]
+    print(f"other processes took a median {statistics.median(others):.0f}% (most "
+          f"{max(others):.0f}%) of the CPUs during the quiet verifications; "
+          f"{sum(found['exit'] == 1 for found in idle)} of the {len(idle)} with under "
+          f"{IDLE_OTHERS_PCT:g}% exited 1")
     # What a CI job sees: exit 1 (regressed, inconclusive on a disturbed window, or failed).
     false_alarms = sum(found["exit"] == 1 for found in quiet)
     caught = [found["exit"] == 1 for found in slowed]
@@ -173,6 +239,7 @@ def main() -> None:
     print(f"BENCH verify_slowdown_ratio "
           f"{statistics.median(found['p50'] for found in slowed) / quiet_p50:.2f}")
     print(f"BENCH verify_seconds {statistics.median(found['seconds'] for found in quiet):.2f}")
+    print(f"BENCH verify_quiet_fresh_runs {sum(found['runs'] - 1 for found in quiet)}")
     if args.keep is not None:
         shutil.copytree(root, args.keep, dirs_exist_ok=True)
     shutil.rmtree(root, ignore_errors=True)

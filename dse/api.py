@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +30,7 @@ from dse.spec.errors import cap_per_file
 from dse.spec.loading import check_search_space, load_profile
 
 if TYPE_CHECKING:
+    import optuna
     import pandas as pd
 
     from dse.results.fidelity import ScreeningSummary
@@ -283,8 +284,11 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
     farm, under ``budget.trial_timeout_s``: an importable function in a worker process on this
     machine, any other callable in a thread of this process; a replay device's candidates are
     served from its recorded table (see ``dse.search.evaluators``). Ray starts only for the
-    devices left to the farm, if any, and only when some device's budget is still open: a
-    finished campaign (every device has its budget of completed trials) only writes its report.
+    devices left to the farm, if any, and only when some device's budget is still open or a
+    duel is left to run: a finished campaign (every device has its budget of completed trials,
+    every chosen duel decided) only writes its report. At the end of the search, each farm
+    device times its close calls again side by side (``measurement.duels``: pairs on or near
+    its front whose intervals overlap on a timing objective); the fronts use their verdicts.
 
     Args:
         experiment: A loaded experiment, or the path of its YAML file.
@@ -358,21 +362,31 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
                 study.set_user_attr("metrics", declared)
             progress = {name: study_progress(study) for name, study in studies.items()}
         budget = experiment.spec.budget.trials
-        notice = resume_notice(progress, budget)
+        searched = campaign_finished(progress, budget)
+        duels_left = _duels_left(experiment, studies, farm_names) if searched else 0
+        notice = resume_notice(progress, budget, duels_left)
         if notice is not None and on_notice is not None:
             on_notice(notice)
         # A finished campaign starts no dispatcher: Ray would take seconds to find nothing to do.
-        if not campaign_finished(progress, budget):
+        if not campaign_finished(progress, budget, duels_left):
+            from dse.search.duel_round import run_duels
             from dse.search.loop import SearchLoop  # the farm's dispatcher, scipy: not before
 
-            check_model_output(experiment, on_farm)  # one candidate built here, its output judged
+            if not searched:  # one candidate built here, its output judged
+                check_model_output(experiment, on_farm)
             dispatcher = make_dispatcher(experiment, evaluator, on_farm, address)
-            loop = SearchLoop(experiment, studies, dispatcher, run_dir, on_trial=on_trial,
-                              evaluated=evaluated, lease_check=lease.check)
             try:
-                loop.run()
-                if on_notice is not None:
-                    _say_exhausted(loop, on_notice)
+                if not searched:
+                    loop = SearchLoop(experiment, studies, dispatcher, run_dir,
+                                      on_trial=on_trial, evaluated=evaluated,
+                                      lease_check=lease.check)
+                    loop.run()
+                    if on_notice is not None:
+                        _say_exhausted(loop, on_notice)
+                # Close calls on each farm device's front, timed side by side (measurement.duels).
+                with refused_writes_as_errors(run_dir, RESUME_ADVICE):
+                    run_duels(experiment, studies, dispatcher, farm_names,
+                              lease_check=lease.check, on_notice=on_notice)
             except DseError:
                 if report:  # the run stopped (too many failures, a full disk): what was measured
                     _report_what_fits(experiment, run_dir)  # still gets its tables, where it fits
@@ -381,6 +395,16 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
                 dispatcher.cancel()  # the workers go; caches on disk stay for the next run
     dashboard = write_report(experiment)[2] if report else None
     return CampaignResult(experiment, run_dir, dashboard)
+
+
+def _duels_left(experiment: Experiment, studies: Mapping[str, optuna.Study],
+                farm: Collection[str]) -> int:
+    """How many duels of close calls the farm devices' studies still wait for."""
+    from dse.search.duels import pending_pairs
+
+    objectives = [o.metric for o in experiment.space.objectives]
+    return sum(len(pending_pairs(studies[name], objectives, experiment.spec.measurement.duels))
+               for name in farm)
 
 
 def _say_exhausted(loop: SearchLoop, on_notice: Callable[[str], object]) -> None:

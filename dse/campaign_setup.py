@@ -130,9 +130,11 @@ class ResumeNotice(str):
         return notice
 
 
-def resume_notice(progress: Mapping[str, StudyProgress], budget: int) -> ResumeNotice | None:
+def resume_notice(progress: Mapping[str, StudyProgress], budget: int,
+                  duels_left: int = 0) -> ResumeNotice | None:
     """``resuming: N of M trials done`` (per device when there are several, and whether the
-    budget is already met) for a campaign whose studies hold trials; None for a new one."""
+    budget is already met, with the duels still to run) for a campaign whose studies hold
+    trials; None for a new one."""
     if not any(p.started for p in progress.values()):
         return None
     done = sum(min(p.completed, budget) for p in progress.values())
@@ -141,12 +143,19 @@ def resume_notice(progress: Mapping[str, StudyProgress], budget: int) -> ResumeN
     if len(progress) > 1:
         text += " (" + ", ".join(f"{name} {p.completed} of {budget}"
                                  for name, p in progress.items()) + ")"
-    if campaign_finished(progress, budget):
+    if campaign_finished(progress, budget, duels_left):
         text += "; every device has its budget.trials: nothing left to measure"
+    elif campaign_finished(progress, budget):
+        text += (f"; every device has its budget.trials; {duels_left} duel"
+                 f"{'' if duels_left == 1 else 's'} of close calls left to run")
     return ResumeNotice(text, done, total)
 
 
-def campaign_finished(progress: Mapping[str, StudyProgress], budget: int) -> bool:
+def campaign_finished(progress: Mapping[str, StudyProgress], budget: int,
+                      duels_left: int = 0) -> bool:
     """Every device's study has its budget of distinct candidates measured and no trial a
-    stopped driver left running (which the next run recovers): a run has nothing to do."""
-    return all(p.completed >= budget and p.running == 0 for p in progress.values())
+    stopped driver left running (which the next run recovers), and no duel of close calls is
+    left to run (``duels_left``, :func:`dse.search.duels.pending_pairs`): a run has nothing
+    to do."""
+    return duels_left == 0 and all(p.completed >= budget and p.running == 0
+                                   for p in progress.values())

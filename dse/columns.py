@@ -21,6 +21,9 @@ TIME_COLUMNS: tuple[str, ...] = ("started", "completed", "duration_s", "reused_f
 # What measuring a trial cost the device, and at which fidelity (``dse.search.screening``); each
 # column is in the table only when some trial has it (a device measured, screening was on).
 COST_COLUMNS: tuple[str, ...] = ("fidelity", "device_seconds", "screen_seconds", "full_seconds")
+# A trial's side of the duels that ordered it against others (``dse.search.duel_records``): JSON
+# text, in the table only when some trial of it was in a duel.
+DUEL_COLUMN = "duels"
 PARAM_PREFIX = "param."
 CONSTRAINT_PREFIX = "constraint."
 
@@ -58,7 +61,7 @@ RELATIVE_SUFFIX = " vs baseline"
 
 def metric_columns(frame: pd.DataFrame) -> list[str]:
     """The metric columns of a trials table, in table order (not the ratios to the baseline)."""
-    fixed = set(IDENTITY_COLUMNS) | set(TIME_COLUMNS) | set(COST_COLUMNS)
+    fixed = set(IDENTITY_COLUMNS) | set(TIME_COLUMNS) | set(COST_COLUMNS) | {DUEL_COLUMN}
     return [
         str(c) for c in frame.columns
         if str(c) not in fixed
@@ -70,6 +73,9 @@ def metric_columns(frame: pd.DataFrame) -> list[str]:
 # The study attribute that says whether trials not measured cleanly may be on the front (the
 # campaign's measurement.non_ok_on_front, as of its last run).
 NON_OK_ON_FRONT_ATTR = "non_ok_on_front"
+# The study attribute holding the duels of close calls on the device's front and their verdicts
+# (``dse.search.duel_records``: written by the search, read by the tables and the report).
+DUELS_ATTR = "duels"
 
 
 def blocks_front(quality: str | None, non_ok_on_front: bool) -> bool:

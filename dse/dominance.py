@@ -5,12 +5,16 @@ this form), the results tables and the device-side screening verdict (:mod:`dse.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
+#: Verdicts that replace the comparison of two rows on some columns (a paired duel's order):
+#: ``(i, j)`` -> per column -1 (row ``i`` is better), +1 (row ``j`` is), 0 (neither: equal
+#: there) or NaN (compare the rows' values as usual).
+Overrides = dict[tuple[int, int], FloatArray]
 
 
 def dominates(point: Sequence[float], other: Sequence[float]) -> bool:
@@ -19,14 +23,20 @@ def dominates(point: Sequence[float], other: Sequence[float]) -> bool:
     return all(a <= b for a, b in pairs) and any(a < b for a, b in pairs)
 
 
-def undominated(points: FloatArray, pessimistic: FloatArray,
-                 optimistic: FloatArray) -> npt.NDArray[np.bool_]:
+def undominated(points: FloatArray, pessimistic: FloatArray, optimistic: FloatArray,
+                overrides: Mapping[tuple[int, int], FloatArray] | None = None
+                ) -> npt.NDArray[np.bool_]:
     """Rows of ``points`` (minimised) that no row dominates, comparing the dominating row's
-    ``pessimistic`` ends with the dominated row's ``optimistic`` ends; NaN rows are never kept."""
+    ``pessimistic`` ends with the dominated row's ``optimistic`` ends; NaN rows are never kept.
+    ``overrides`` decide some pairs of rows on some columns instead of their ends (see
+    :data:`Overrides` and :func:`_overridden`)."""
     mask = np.zeros(len(points), dtype=bool)
     candidates = np.flatnonzero(~np.isnan(points).any(axis=1))
     if not len(candidates):
         return mask
+    if overrides:
+        mask = undominated(points, pessimistic, optimistic)
+        return _overridden(mask, pessimistic, optimistic, _one_way(overrides), candidates)
     # Whatever a row's pessimistic ends dominate, the non-dominated set of those ends dominates
     # too (dominance is transitive, strictness included), and that set is small: compare every
     # row with it alone. Row by row against every row took 6.6 s for 10,000 trials.
@@ -43,6 +53,60 @@ def undominated(points: FloatArray, pessimistic: FloatArray,
 
 # Cells of the comparison arrays per block (~8 MB of booleans).
 _BLOCK_CELLS = 8_000_000
+
+
+def _one_way(overrides: Mapping[tuple[int, int], FloatArray]) -> dict[int, dict[int, FloatArray]]:
+    """Per row ``t``, per other row ``a``: the override of ``a`` against ``t`` from ``a``'s side
+    (-1: ``a`` better), from whichever of ``(a, t)`` and ``(t, a)`` gives it."""
+    out: dict[int, dict[int, FloatArray]] = {}
+    for (i, j), signs in overrides.items():
+        for mine, other, view in ((i, j, signs), (j, i, -np.asarray(signs, dtype=np.float64))):
+            held = out.setdefault(other, {}).get(mine)
+            out[other][mine] = view if held is None else np.where(np.isnan(held), view, held)
+    return out
+
+
+def _overridden(mask: npt.NDArray[np.bool_], pessimistic: FloatArray, optimistic: FloatArray,
+                against: dict[int, dict[int, FloatArray]],
+                valid: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
+    """``mask`` (the rows no row dominates as their ends compare) corrected for the overrides.
+
+    Only the dominators of a row in an overridden pair change, so only those rows and the rows
+    that dominate them, over and over (``rows``, all dominators of each inside it), can change.
+    Verdicts that contradict the values can close a circle of dominance (a duel finds A faster
+    than B, whose value lies below C's, which lies below A's); every row of such a circle that
+    only rows of its own circle dominate stays on the front: nothing outside it beats it."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    usable = np.zeros(len(mask), dtype=bool)
+    usable[valid] = True
+    dominators: dict[int, npt.NDArray[np.intp]] = {}
+    todo = [t for t in against if usable[t]]
+    while todo:
+        row = todo.pop()
+        if row in dominators:
+            continue
+        at_most = pessimistic <= optimistic[row]
+        below = pessimistic < optimistic[row]
+        for other, signs in against.get(row, {}).items():
+            decided = ~np.isnan(signs)
+            at_most[other, decided] = signs[decided] <= 0
+            below[other, decided] = signs[decided] < 0
+        found = at_most.all(axis=1) & below.any(axis=1) & usable
+        found[row] = False
+        dominators[row] = np.flatnonzero(found)
+        todo.extend(int(a) for a in dominators[row] if int(a) not in dominators)
+    rows = sorted(dominators)
+    where = {row: k for k, row in enumerate(rows)}
+    edges = [(where[int(a)], where[t]) for t in rows for a in dominators[t]]
+    graph = csr_matrix((np.ones(len(edges)), ([e[0] for e in edges], [e[1] for e in edges])),
+                       shape=(len(rows), len(rows)))
+    _, circle = connected_components(graph, directed=True, connection="strong")
+    out = mask.copy()
+    for t in rows:
+        out[t] = all(circle[where[int(a)]] == circle[where[t]] for a in dominators[t])
+    return out
 
 
 def nondominated(points: FloatArray) -> FloatArray:

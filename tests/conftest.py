@@ -68,9 +68,10 @@ telemetry: [process_memory, rapl, thermal_zones, cpufreq, cpu_throttle]
 
 
 # Timing: half a second at most, enough for the 368 calls a p99 objective's interval needs
-# under load; a loose target lets a run stop as soon as it has them. A trial the busy test machine
-# disturbs still counts on the front, so tests of other things see the front they expect
-# (tests/search/test_quality_campaign.py checks the default, which keeps it off).
+# under load; a loose target and precision let a run stop as soon as it has them (no trial is
+# re-measured for precision). A trial the busy test machine disturbs still counts on the front,
+# so tests of other things see the front they expect (tests/search/test_quality_campaign.py
+# checks the default, which keeps it off; tests/measure/test_remeasure.py the precision gate).
 def tiny_experiment_text(trials: int, name: str = "tiny-campaign") -> str:
     return f"""\
 name: {name}
@@ -79,7 +80,7 @@ devices: [../hw_profiles/local-cpu.yaml]
 sampler: {{name: random, seed: 1}}
 budget: {{trials: {trials}}}
 measurement: {{warmup_max_seconds: 0.1, min_iters: 5, min_seconds: 0.0, max_seconds: 0.5,
-               target_rel_ci: 0.05, non_ok_on_front: true}}
+               target_rel_ci: 0.05, precision: {{p50: 50, p99: 50}}, non_ok_on_front: true}}
 """
 
 

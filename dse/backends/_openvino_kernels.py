@@ -50,8 +50,10 @@ class Kernel:
 
     @property
     def precision(self) -> str:
-        """The precision the kernel computed in: ``exec_type``'s last ``_`` field."""
-        return self.exec_type.rsplit("_", 1)[-1]
+        """The precision the kernel computed in: ``exec_type``'s last ``_`` field, in lower case
+        (the CPU plugin writes ``brgconv_avx512_amx_1x1_i8`` on Sapphire Rapids and
+        ``brgconv_avx512_I8`` on AMD EPYC, both openvino 2026.4)."""
+        return self.exec_type.rsplit("_", 1)[-1].lower()
 
     @property
     def computes(self) -> bool:

@@ -5,7 +5,9 @@ runs, which requires the inputs and outputs at the same device addresses on ever
 runner binds one input and one output buffer on the GPU (I/O binding with ``OrtValue``s made
 once) and, per call, copies the host batch into the input buffer (``update_inplace``), runs the
 binding and copies the logits back to the host. The timed call still pays both copies, as every
-GPU runner of dse does (see :mod:`dse.backends.ort_gpu`). ORT refuses graph capture when a compute
+GPU runner of dse does (see :mod:`dse.backends.ort_gpu`): it is ``run`` on the bound batch (the
+default ``Runner.bound_call``), since ``run`` already is the deployment's path, its device
+buffers bound once. ORT refuses graph capture when a compute
 node is not on the CUDA provider (a Memcpy node would be needed); the session's creation then
 fails and the candidate is infeasible with ORT's reason.
 

@@ -6,6 +6,7 @@ and device are applied here, on a copy, so the artifact stays fp32 and on the CP
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dse.backends._sdpa_knob import attention_kernel, check_kernel_device, kernel_context
-from dse.backends.base import Backend, Runner, default_threads, thread_knob
+from dse.backends.base import Backend, Runner, bound_batch, default_threads, thread_knob
 from dse.backends.capabilities import BF16_CC, CAPABILITIES, TRITON_CC
 from dse.build.artifact import TORCH_DTYPES
 from dse.exceptions import BuildError
@@ -166,7 +167,13 @@ def settings(backend: str, placement: Placement) -> dict[str, str]:
 
 class TorchRunner(Runner):
     """Calls a module under ``torch.inference_mode`` (and the ``attention_kernel`` knob's
-    ``sdpa_kernel``, ``kernel``) and returns float32 numpy logits."""
+    ``sdpa_kernel``, ``kernel``) and returns float32 numpy logits.
+
+    The timed call (:meth:`bound_call`) calls the module on an input tensor made once, in the
+    dtype the module takes, as a torch deployment holds its input; ``run`` converts a numpy
+    batch on every call. On a GPU the tensor stays in host memory and is copied to the device in
+    every call, and the logits back, as a deployment fed from host memory pays (see
+    :mod:`dse.backends.ort_gpu`)."""
 
     def __init__(self, module: Callable[[torch.Tensor], torch.Tensor], placement: Placement,
                  batch_size: int, settings: dict[str, str], kernel: str = "default") -> None:
@@ -212,6 +219,35 @@ class TorchRunner(Runner):
                 torch.cuda.synchronize()
             result: np.ndarray = logits.to("cpu", torch.float32).numpy()
         return result
+
+    def bound_call(self, x: np.ndarray) -> Callable[[], np.ndarray]:
+        import torch
+
+        if self._module is None:
+            raise RuntimeError(f"bound_call() on a closed {self._settings['backend']} runner")
+        place = self._placement
+        # Made in inference mode, as run's input is: a compiled graph guards on the kind of
+        # tensor it was traced with, and would recompile for a normal one.
+        with torch.inference_mode():
+            tensor = torch.from_numpy(bound_batch(x, self.batch_size)).to(
+                getattr(torch, self.input_dtype))
+        cast = getattr(torch, place.dtype)
+        autocast: Callable[[], contextlib.AbstractContextManager[object]] = (
+            (lambda: torch.autocast(place.device, cast)) if place.autocast
+            else contextlib.nullcontext)
+
+        def call() -> np.ndarray:
+            module = self._module
+            if module is None:
+                raise RuntimeError(f"a bound call on a closed {self._settings['backend']} runner")
+            with torch.inference_mode(), kernel_context(self._kernel), autocast():
+                logits = module(tensor.to(place.device))
+                if place.device == "cuda":
+                    torch.cuda.synchronize()
+                result: np.ndarray = logits.to("cpu", torch.float32).numpy()
+            return result
+
+        return call
 
     def describe(self) -> dict[str, str]:
         import torch

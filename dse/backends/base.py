@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import numbers
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -29,17 +30,21 @@ PROVENANCE_KEYS = ("backend", "backend_version", "device", "precision", "threads
 class Runner(ABC):
     """A compiled candidate, ready to run batches on its device.
 
-    Life cycle: made by :meth:`Backend.compile`; then :meth:`run` is called any number of times
-    (warm-up and timed iterations alike) and :meth:`describe` at any time; :meth:`close` is
-    called once, last, and frees the session. ``run`` after ``close`` raises RuntimeError. A
-    runner is also a context manager that closes itself.
+    Life cycle: made by :meth:`Backend.compile`; then, in any order and any number of times,
+    :meth:`run` (the compile's check, the accuracy pass, any batch up to ``batch_size``),
+    :meth:`bound_call` (once per timed window: the call the harness times, bound to that
+    window's fixed batch, then called for warm-up and timed iterations alike) and
+    :meth:`describe`; :meth:`close` is called once, last, and frees the session. ``run`` or a
+    bound call after ``close`` raises RuntimeError. A runner is also a context manager that
+    closes itself.
 
-    Thread safety: ``run`` may be called from several threads at once — the offline scenario
-    (``dse.measure.measure_offline``) keeps that many calls in flight — and must then give each
-    call its own correct result: a runtime that runs requests concurrently gets one request per
-    thread (OpenVINO, TensorRT's execution slots); one that cannot serialises the calls with a lock
-    (LiteRT, ExecuTorch, TVM's VM). Compiling, ``describe`` and ``close`` come from one thread;
-    the farm runs one runner at a time per device.
+    Thread safety: ``run`` and a bound call may be called from several threads at once — the
+    offline scenario (``dse.measure.measure_offline``) keeps that many calls in flight — and
+    must then give each call its own correct result: a runtime that runs requests concurrently
+    gets one request per thread (OpenVINO, ONNX Runtime's I/O bindings, TensorRT's execution
+    slots); one that cannot serialises the calls with a lock (LiteRT, ExecuTorch, TVM's VM).
+    Compiling, ``bound_call`` itself, ``describe`` and ``close`` come from one thread; the farm
+    runs one runner at a time per device.
 
     Attributes:
         batch_size: the batch size the candidate is measured at. ``run`` also accepts smaller
@@ -63,6 +68,35 @@ class Runner(ABC):
     @abstractmethod
     def run(self, x: np.ndarray) -> np.ndarray:
         """Logits for the batch ``x`` (N, C, H, W float32). Synchronous: returns when done."""
+
+    def bound_call(self, x: np.ndarray) -> Callable[[], np.ndarray]:
+        """The timed call: the logits of the fixed batch ``x``, with ``x`` bound to the runtime
+        once, as a deployment binds its input and output tensors once and then only runs.
+
+        Called once per timed window (``dse.farm.timing``, the plain window of
+        ``dse.profiling``), before its warm-up; the function it returns is then called any
+        number of times, each call synchronous like :meth:`run`, and is what the harness times.
+
+        Input: ``x`` (exactly ``batch_size`` rows; ValueError otherwise) is copied once, here
+        (:func:`bound_batch`), into memory the binding owns or the runtime's own input tensor: a
+        later change to the caller's array is not seen. Writing fresh data into the input
+        tensor, which a deployment does per request, is left out of the timed call; so is any
+        conversion the runtime's input needs (an int8 file's quantization, a cast to fp16).
+        On a GPU the copy from host memory to the device stays in the call (and the logits'
+        copy back), as in :meth:`run`: a deployment fed from host memory pays it, and a kernel
+        time alone would flatter the GPU against the CPU runners.
+
+        Output: the ``(batch_size, classes)`` float32 logits, read as a deployment reads them:
+        where the runtime has an output buffer it writes in place for the calling thread, a
+        view of it, valid until that thread calls again (copy it to keep it).
+
+        Thread safety: as :meth:`run`'s (see the class): each call, from whichever thread,
+        returns the bound batch's logits. After :meth:`close` the function raises RuntimeError.
+
+        This default calls :meth:`run` on the copy: right where ``run`` already is the
+        deployment's path (a runner overriding nothing here says why in its docstring).
+        """
+        return functools.partial(self.run, bound_batch(x, self.batch_size))
 
     @abstractmethod
     def describe(self) -> dict[str, str]:
@@ -214,6 +248,18 @@ def flag_knob(knobs: Mapping[str, Any], name: str, default: bool | None) -> bool
     if value is not None and not isinstance(value, bool):
         raise BuildError(f"knob {name!r} must be true or false, got {value!r}")
     return value
+
+
+def bound_batch(x: np.ndarray, batch_size: int) -> np.ndarray:
+    """``x`` as a bound call holds it (:meth:`Runner.bound_call`): a float32, C-order copy in
+    memory of its own. ValueError unless ``x`` is a batch of ``batch_size`` rows: a binding is
+    made for the batch the runner was compiled for."""
+    import numpy as np
+
+    if x.ndim < 2 or len(x) != batch_size:
+        raise ValueError(f"a bound call takes one batch of {batch_size} (the runner's batch "
+                         f"size), got an array of shape {x.shape}")
+    return np.array(x, dtype=np.float32, order="C", copy=True)
 
 
 def padded_batch(x: np.ndarray, batch_size: int, what: str) -> np.ndarray:

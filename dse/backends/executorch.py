@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ from dse.backends.base import (
     Backend,
     Runner,
     artifact_file,
+    bound_batch,
     default_threads,
     first_error_line,
     flag_knob,
@@ -198,6 +199,14 @@ class ExecutorchRunner(Runner):
     and is not re-entrant, XNNPACK drives the one process-wide pool from one caller at a time
     anyway, and the lock is what makes a pool resize (another runner's thread count) safe: per-
     thread methods would only overlap the input and output copies, at a method's memory each.
+
+    The timed call (:meth:`bound_call`) is ``executor_runner``'s loop: the inputs set once
+    (``set_inputs``), then ``execute()`` per call, the logits read from the method's planned
+    output memory (``get_outputs(clone_outputs=False)``) and copied out, a few hundred bytes,
+    while the lock is held. ``Method.execute`` of ``executorch.runtime`` does all of it per call
+    (outputs cloned as torch tensors); the binding's ``ExecuTorchMethod`` under it splits the
+    steps. ``run`` sets the method's inputs too, and a reload (after a pool resize) drops them:
+    the runner remembers which call set them last, and a bound call sets them again only then.
     """
 
     def __init__(self, torch: Any, path: Path, batch_size: int, threads: int) -> None:
@@ -209,6 +218,8 @@ class ExecutorchRunner(Runner):
         self._generation = -1
         self._input_dtype: np.dtype[Any] = np.dtype(np.float32)
         self._closed = False
+        # The bound call whose batch the loaded method's inputs hold (None: run's, or none).
+        self._fed: object | None = None
         self.batch_size = batch_size
         self.settings: dict[str, str] = {}
 
@@ -254,6 +265,7 @@ class ExecutorchRunner(Runner):
             raise BuildError(f"executorch: the runtime could not load {self._path.name}: "
                              f"{type(exc).__name__}: {first_error_line(exc)}") from exc
         self._generation = _POOL.generation
+        self._fed = None
         return self._method
 
     def input_tensor(self, x: np.ndarray) -> Any:
@@ -273,8 +285,31 @@ class ExecutorchRunner(Runner):
                 raise RuntimeError("run() on a closed executorch runner")
             _POOL.use(self._threads)
             output = self._loaded().execute([tensor])[0]
+            self._fed = None
         result: np.ndarray = output.float().numpy()
         return result[:count]
+
+    def bound_call(self, x: np.ndarray) -> Callable[[], np.ndarray]:
+        tensor = self.input_tensor(bound_batch(x, self.batch_size))
+        token = object()
+
+        def call() -> np.ndarray:
+            with _POOL.lock:
+                if self._closed:
+                    raise RuntimeError("a bound call on a closed executorch runner")
+                _POOL.use(self._threads)
+                method = self._loaded()._method  # the binding's ExecuTorchMethod
+                if self._fed is not token:
+                    method.set_inputs([tensor])
+                    self._fed = token
+                method.execute()
+                # Copied before the lock is let go: the next call, from any thread, writes
+                # the same planned memory.
+                output = method.get_outputs(clone_outputs=False)[0]
+                result: np.ndarray = output.numpy().astype(np.float32, copy=True)
+            return result
+
+        return call
 
     def describe(self) -> dict[str, str]:
         return dict(self.settings)

@@ -29,7 +29,7 @@ import functools
 import importlib
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,7 @@ from dse.backends.base import (
     Backend,
     Runner,
     artifact_file,
+    bound_batch,
     default_threads,
     delegation_entries,
     first_error_line,
@@ -251,11 +252,20 @@ class LiteRtRunner(Runner):
 
     A file with int8 input and output (full-integer int8) is fed the batch quantized with the input
     tensor's scale and zero point, and its logits are dequantized with the output's.
+
+    The timed call (:meth:`bound_call`) is how a deployment and LiteRT's benchmark tool drive an
+    interpreter: the batch (quantized once for an int8 file) written into the input tensor once,
+    then ``invoke()`` per call. The input tensor is the interpreter's, which ``run`` also writes:
+    the runner remembers which call wrote it last, and a bound call writes it again only after
+    another call did. The logits are copied out (``get_tensor``; a few hundred bytes): LiteRT
+    refuses to invoke while a numpy view of its buffers is alive.
     """
 
     def __init__(self, interpreter: Any, batch_size: int, settings: dict[str, str]) -> None:
         self._interpreter: Any = interpreter
         self._lock = threading.Lock()
+        # The bound call whose batch the input tensor holds (None: run's, or none yet).
+        self._fed: object | None = None
         source, result = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
         self._input, self._output = source["index"], result["index"]
         self._input_dtype = np.dtype(source["dtype"])
@@ -288,12 +298,35 @@ class LiteRtRunner(Runner):
             if interpreter is None:
                 raise RuntimeError("run() on a closed litert runner")
             interpreter.set_tensor(self._input, feed)
+            self._fed = None
             interpreter.invoke()
             logits: np.ndarray = interpreter.get_tensor(self._output)  # a copy
-        if self._output_scale is not None:
-            scale, zero = self._output_scale
-            logits = (logits.astype(np.float32) - np.float32(zero)) * np.float32(scale)
-        return logits[:count]
+        return self._logits(logits)[:count]
+
+    def bound_call(self, x: np.ndarray) -> Callable[[], np.ndarray]:
+        feed = self.feed(bound_batch(x, self.batch_size))
+        token = object()
+
+        def call() -> np.ndarray:
+            with self._lock:
+                interpreter = self._interpreter
+                if interpreter is None:
+                    raise RuntimeError("a bound call on a closed litert runner")
+                if self._fed is not token:
+                    interpreter.set_tensor(self._input, feed)
+                    self._fed = token
+                interpreter.invoke()
+                logits: np.ndarray = interpreter.get_tensor(self._output)  # a copy
+            return self._logits(logits)
+
+        return call
+
+    def _logits(self, raw: np.ndarray) -> np.ndarray:
+        """The output tensor's values as float logits (dequantized for an int8 file)."""
+        if self._output_scale is None:
+            return raw
+        scale, zero = self._output_scale
+        return (raw.astype(np.float32) - np.float32(zero)) * np.float32(scale)
 
     def describe(self) -> dict[str, str]:
         return dict(self._settings)

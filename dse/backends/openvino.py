@@ -34,7 +34,6 @@ from __future__ import annotations
 import functools
 import importlib
 import numbers
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -51,6 +50,7 @@ from dse.backends._openvino_kernels import (
     precision_counts,
 )
 from dse.backends._openvino_properties import in_effect
+from dse.backends._openvino_runner import OpenVinoRunner
 from dse.backends.base import Backend, Runner, default_threads, padded_batch, thread_knob
 from dse.backends.capabilities import FP8_CC
 from dse.backends.ort import choice_knob, onnx_path
@@ -253,56 +253,6 @@ class _Plan:
     device: str
     config: dict[str, Any]
     name: str
-
-
-class OpenVinoRunner(Runner):
-    """A compiled model and one infer request per calling thread.
-
-    Unlike most runners this one may be driven by several threads at once (the offline
-    scenario's): each thread's first call makes its own ``InferRequest``, and requests are run
-    with ``start_async()`` and ``wait()``, which release the GIL, so concurrent calls overlap on
-    the compiled model's streams (several with the throughput hint). The input is shared with
-    OpenVINO, not copied (the array lives until ``wait`` returns); the logits are copied out of
-    the request's buffer before the next call reuses it.
-    """
-
-    def __init__(self, compiled: Any, batch_size: int, settings: dict[str, str]) -> None:
-        self._compiled: Any = compiled
-        self._local = threading.local()
-        self._settings = settings
-        self.batch_size = batch_size
-        # The device and properties it was compiled with, for a bundle's run.py.
-        self.properties: tuple[str, dict[str, Any]] | None = None
-
-    def run(self, x: np.ndarray) -> np.ndarray:
-        compiled = self._compiled
-        if compiled is None:
-            raise RuntimeError("run() on a closed openvino runner")
-        rows = len(x)
-        if rows == self.batch_size and x.dtype == np.float32 and x.flags.c_contiguous:
-            feed = x  # the timed case: no copy, no checks beyond these
-        else:
-            feed = padded_batch(x, self.batch_size,
-                                "this openvino runner (compiled for one batch size)")
-        slot = getattr(self._local, "slot", None)
-        if slot is None:
-            # Static shapes: the request's output buffer is allocated once, so its numpy view
-            # is made once too (a few microseconds a call at batch 1 otherwise).
-            request = compiled.create_infer_request()
-            slot = self._local.slot = (request, request.get_output_tensor(0).data)
-        request, output = slot
-        request.start_async({0: feed}, share_inputs=True)
-        request.wait()
-        logits: np.ndarray = np.array(output[:rows], dtype=np.float32)
-        return logits
-
-    def describe(self) -> dict[str, str]:
-        return dict(self._settings)
-
-    def close(self) -> None:
-        # Dropping the thread-local drops every thread's request with it.
-        self._compiled = None
-        self._local = threading.local()
 
 
 def _present_device(core: Any, device: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +21,14 @@ import numpy as np
 
 from dse.backends._ort_profile import PROFILER as ORT_PROFILER
 from dse.backends._ort_profile import profile_ort_runner
-from dse.backends.base import Backend, Runner, artifact_file, default_threads, thread_knob
+from dse.backends.base import (
+    Backend,
+    Runner,
+    artifact_file,
+    bound_batch,
+    default_threads,
+    thread_knob,
+)
 from dse.backends.capabilities import FP8_CC
 from dse.backends.ort_placement import CPU_PROVIDER, Placement, check_placement, profile_first_run
 from dse.backends.registry import register_backend
@@ -116,8 +123,12 @@ def onnx_path(artifact: Artifact, backend: str) -> Path:
 class OrtRunner(Runner):
     """One ``InferenceSession``: ``run`` feeds its single input and returns its first output.
 
-    Inputs and outputs are host numpy arrays on every provider: a GPU provider copies the input to
-    the device and the logits back inside ``run``, which returns when they are on the host.
+    The timed call (:meth:`bound_call`) runs the session through I/O binding, input and output
+    buffers bound once, as a deployment does (:mod:`dse.backends._ort_binding`).
+
+    Inputs and outputs are host memory on every provider: a GPU provider copies the input to the
+    device and the logits back inside ``run`` and inside the bound call, which return when they
+    are on the host (see :mod:`dse.backends.ort_gpu`).
     """
 
     def __init__(self, session: Any, batch_size: int, settings: dict[str, str]) -> None:
@@ -142,6 +153,14 @@ class OrtRunner(Runner):
         # belong in the timed call (see dse.backends.ort_gpu).
         result: np.ndarray = self._session.run([self._output], {self._input: feed})[0]
         return result
+
+    def bound_call(self, x: np.ndarray) -> Callable[[], np.ndarray]:
+        from dse.backends._ort_binding import io_bound_call
+
+        if self._session is None:
+            raise RuntimeError("bound_call() on a closed onnxruntime runner")
+        return io_bound_call(lambda: self._session, self._input, self._output,
+                             bound_batch(x, self.batch_size))
 
     def describe(self) -> dict[str, str]:
         if self._session is None:

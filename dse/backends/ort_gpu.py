@@ -7,12 +7,13 @@ before a session is made; a provider ORT drops while making the session is one t
 Device: the farm pins each device worker to one GPU with ``CUDA_VISIBLE_DEVICES``, so the process
 sees its GPU as device 0 and ``device_id`` is always 0.
 
-Host <-> device copies: ``run`` takes and returns host numpy arrays, so each inference pays the
-copy of the input batch to the GPU and of the logits back, inside the timed call. That is what a
-deployment serving requests from host memory pays, and what the torch CUDA runner pays too
-(``.to("cuda")`` in every run). I/O binding with an input already on the device would time the
-kernels alone and flatter the GPU against the CPU backends, whose input is already in place; it
-is not used.
+Host <-> device copies: ``run`` takes and returns host numpy arrays, and the timed call binds
+host buffers (:mod:`dse.backends._ort_binding`: the input and the logits bound once, in host
+memory), so each inference pays the copy of the input batch to the GPU and of the logits back,
+inside the timed call. That is what a deployment serving requests from host memory pays, and
+what the torch CUDA runner pays too (``.to("cuda")`` in every call). Binding an input already on
+the device would time the kernels alone and flatter the GPU against the CPU backends, whose
+input is already in place; it is not done.
 """
 
 from __future__ import annotations

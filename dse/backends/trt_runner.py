@@ -149,6 +149,11 @@ class _Slot:
 class TensorRTRunner(Runner):
     """Runs batches of up to ``batch_size`` images through a TensorRT engine on one CUDA device.
 
+    Its timed call is ``run`` on the bound batch (``Runner``'s default ``bound_call``): ``run``
+    already is the deployment's path, each slot's device buffers bound once
+    (``set_tensor_address``), and its copies from and to host memory belong in the timed call
+    as for every GPU runner (see :mod:`dse.backends.ort_gpu`).
+
     Attributes:
         plan: what the engine was built with (None when not told), for a bundle's ``run.py``.
         cuda_graph: whether each slot replays its enqueue from a CUDA graph.

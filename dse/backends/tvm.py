@@ -14,7 +14,6 @@ concrete shapes); a smaller batch (the accuracy pass's last) is zero-padded to i
 from __future__ import annotations
 
 import numbers
-import os
 import tempfile
 import threading
 import time
@@ -25,8 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dse.backends._tvm_threads import POOL_LOCK, allow_threads, set_threads, threads_in_effect
 from dse.backends._tvm_tuning import TuningKey, apply_database, tuned_database
-from dse.backends.base import Backend, Runner, default_threads, padded_batch, thread_knob
+from dse.backends.base import (
+    Backend,
+    Runner,
+    bound_batch,
+    default_threads,
+    padded_batch,
+    thread_knob,
+)
 from dse.backends.capabilities import NO_GPU, gpu_runtime
 from dse.backends.ort import onnx_path
 from dse.backends.registry import register_backend
@@ -48,8 +55,8 @@ MAX_TUNING_TRIALS = 20_000
 _INT8_REASON = ("TVM's Relax ONNX importer reads the QDQ graph but lowers QuantizeLinear/"
                 "DequantizeLinear to float arithmetic (0.27 has no pass fusing them into int8 "
                 "kernels): it would measure an fp32 model with extra work, not an int8 deployment")
-# The thread pool is process-wide: one compile or run at a time sets it for its runner.
-_POOL_LOCK = threading.Lock()
+# The name a bound call's closure is saved under in the runner's VM.
+_BOUND_NAME = "dse_bound_main"
 
 
 def _capability(precision: str, kind: str) -> Capability:
@@ -116,7 +123,7 @@ class TvmBackend(Backend):
         tuning_trials(knobs)
 
     def start_runtime(self, profile: HardwareProfile) -> None:
-        _allow_threads()
+        allow_threads()
         try:
             import tvm  # noqa: F401  # its libraries load once per process
         except ImportError:
@@ -158,7 +165,7 @@ class TvmBackend(Backend):
         path = onnx_path(artifact, self.name)
         threads = thread_knob(knobs, "num_threads", default_threads(profile))
         trials = tuning_trials(knobs)
-        _allow_threads()
+        allow_threads()
         try:
             import tvm
             from tvm import relax
@@ -188,8 +195,8 @@ class TvmBackend(Backend):
             except Exception as exc:
                 raise BuildError(f"tvm: compiling for {target_text} failed: "
                                  f"{type(exc).__name__}: {_first_line(exc)}") from exc
-        with _POOL_LOCK:
-            _set_threads(tvm, threads)
+        with POOL_LOCK:
+            set_threads(tvm, threads)
             # The executable's library, compiled and loaded: a runner keeps it (not the
             # executable, whose in-memory modules and constants would stay resident too) so a
             # profile can load a second VM from it.
@@ -199,7 +206,7 @@ class TvmBackend(Backend):
                            batch_size, threads, {
             "backend": self.name, "backend_version": tvm.__version__,
             "device": str(device), "precision": artifact.precision,
-            "threads": str(_threads_in_effect(tvm)),
+            "threads": str(threads_in_effect(tvm)),
             "target": target_text, "importer": "relax.frontend.onnx", "executor": "relax VM",
             **tuning})
         runner.compile_seconds = time.perf_counter() - start
@@ -226,7 +233,13 @@ class TvmRunner(Runner):
 
     TVM's thread pool is process-wide: a runner whose count another runner changed since sets
     its own back before it runs (a check costs well under a microsecond; the reset is rare).
-    Calls from several threads take turns: a VM runs one call at a time."""
+    Calls from several threads take turns: a VM runs one call at a time.
+
+    The timed call (:meth:`bound_call`) on a CPU is TVM's own timing path: the batch placed in
+    a device tensor once and saved with ``main`` as a closure of the VM (``save_function``,
+    which TVM provides for timing: no argument conversion or function lookup per call). On a
+    GPU it is ``run``, whose copies to the device and back a deployment fed from host memory
+    pays (see :mod:`dse.backends.ort_gpu`)."""
 
     def __init__(self, tvm: Any, compiled: _Compiled, batch_size: int, threads: int,
                  settings: dict[str, str]) -> None:
@@ -247,12 +260,37 @@ class TvmRunner(Runner):
         with self._lock:
             return self._invoke(compiled.machine, compiled.device, x)
 
+    def bound_call(self, x: np.ndarray) -> Callable[[], np.ndarray]:
+        compiled = self._compiled
+        if compiled is None:
+            raise RuntimeError("bound_call() on a closed tvm runner")
+        if not self._on_cpu:
+            return super().bound_call(x)
+        tensor = self._tvm.runtime.tensor(bound_batch(x, self.batch_size), compiled.device)
+        with self._lock:
+            # One saved name: a later binding replaces the VM's closure, never adds one.
+            compiled.machine.save_function("main", _BOUND_NAME, tensor)
+            function = compiled.machine[_BOUND_NAME]
+
+        def call() -> np.ndarray:
+            with self._lock:
+                if self._compiled is None:
+                    raise RuntimeError("a bound call on a closed tvm runner")
+                if threads_in_effect(self._tvm) != self._threads:
+                    with POOL_LOCK:
+                        set_threads(self._tvm, self._threads)
+                output = function()
+            result: np.ndarray = output.numpy()
+            return result
+
+        return call
+
     def _invoke(self, machine: Any, device: Any, x: np.ndarray) -> np.ndarray:
         count = x.shape[0]
         feed = padded_batch(x, self.batch_size, "this tvm runner (compiled for one batch size)")
-        if self._on_cpu and _threads_in_effect(self._tvm) != self._threads:
-            with _POOL_LOCK:
-                _set_threads(self._tvm, self._threads)
+        if self._on_cpu and threads_in_effect(self._tvm) != self._threads:
+            with POOL_LOCK:
+                set_threads(self._tvm, self._threads)
         output = machine["main"](self._tvm.runtime.tensor(feed, device))
         result: np.ndarray = output.numpy()
         return result[:count]
@@ -264,8 +302,8 @@ class TvmRunner(Runner):
             raise RuntimeError("profiled() on a closed tvm runner")
         from tvm import relax
 
-        with _POOL_LOCK:
-            _set_threads(self._tvm, self._threads)
+        with POOL_LOCK:
+            set_threads(self._tvm, self._threads)
             machine = relax.VirtualMachine(self._compiled.library, self._compiled.device)
         sibling = replace(self._compiled, machine=machine)
         return sibling, lambda x: self._invoke(machine, sibling.device, x)
@@ -351,31 +389,6 @@ def _pre_tuning(tvm: Any, relax: Any, module: Any, target: Any) -> Any:
                                            relax.transform.CanonicalizeBindings(),
                                            relax.get_pipeline("zero")])
         return passes(module)
-
-
-def _allow_threads() -> None:
-    """Let TVM's thread pool grow to every core: it caps itself at ``$TVM_NUM_THREADS``, else at
-    ``$OMP_NUM_THREADS`` — which Ray workers set to 1 — when it first starts; the knob then sets
-    each runner's count below the cap."""
-    cores = os.cpu_count() or 1
-    try:
-        given = int(os.environ.get("TVM_NUM_THREADS", "0"))
-    except ValueError:
-        given = 0
-    os.environ["TVM_NUM_THREADS"] = str(max(given, cores))
-
-
-def _set_threads(tvm: Any, threads: int) -> None:
-    # runtime.config_threadpool(mode, nthreads): mode 1 is TVM's default (big cores first).
-    tvm.get_global_func("runtime.config_threadpool")(1, threads)
-    in_effect = _threads_in_effect(tvm)
-    if in_effect != threads:
-        raise BuildError(f"tvm: asked for {threads} threads, TVM's thread pool runs {in_effect} "
-                         f"(it was started with TVM_NUM_THREADS={os.environ.get('TVM_NUM_THREADS')})")
-
-
-def _threads_in_effect(tvm: Any) -> int:
-    return int(tvm.get_global_func("runtime.NumThreads")())
 
 
 def _first_line(exc: BaseException) -> str:

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -32,8 +30,9 @@ import numpy as np
 from dse.atomic import atomic_write_text
 from dse.backends._xla_bundle import XLA_STANDALONE
 from dse.backends._xla_capability import xla_capability
+from dse.backends._xla_device import xla_device
 from dse.backends._xla_profile import PROFILER as XLA_PROFILER
-from dse.backends.base import Backend, Runner, default_threads, thread_knob
+from dse.backends.base import Backend, Runner, bound_batch, default_threads, thread_knob
 from dse.backends.op_profile import ProfilerMissing
 from dse.backends.ort import onnx_path
 from dse.backends.registry import register_backend
@@ -118,67 +117,17 @@ def check_values(knobs: Mapping[str, Any]) -> None:
                          f"autotuning, 4: all of it), got {level!r}")
 
 
-# --- the device ----------------------------------------------------------------------------------
-
-_CLIENTS_LOCK = threading.Lock()
-# Thread count -> (CPU client with a pool of that size, its pool size read back or -1).
-_CPU_CLIENTS: dict[int, tuple[Any, int]] = {}
-
-
-def _xla_threads() -> int:
-    """How many of this process's threads are XLA intra-op pool threads (-1 off Linux)."""
-    try:
-        names = [Path(f"/proc/self/task/{t}/comm").read_text() for t in os.listdir("/proc/self/task")]
-    except OSError:
-        return -1
-    return sum(name.startswith("tf_XLAEigen") for name in names)
-
-
-def cpu_client(threads: int) -> tuple[Any, int]:
-    """A CPU client whose intra-op pool has ``threads`` threads, made once per count.
-
-    XLA reads ``$NPROC`` for the pool's size when a client is created; the variable is set for
-    that moment only and restored, under a lock, so no other client picks it up.
-    """
-    from jaxlib import xla_client
-
-    with _CLIENTS_LOCK:
-        if threads not in _CPU_CLIENTS:
-            before, previous = _xla_threads(), os.environ.get("NPROC")
-            os.environ["NPROC"] = str(threads)
-            try:
-                client = xla_client.make_cpu_client()
-            finally:
-                if previous is None:
-                    del os.environ["NPROC"]
-                else:
-                    os.environ["NPROC"] = previous
-            pool = _xla_threads() - before if before >= 0 else -1
-            _CPU_CLIENTS[threads] = (client, pool)
-        return _CPU_CLIENTS[threads]
-
-
-def xla_device(profile: HardwareProfile, threads: int) -> tuple[jax.Device, int]:
-    """The device XLA compiles for, and the CPU pool's size read back (-1 where not known)."""
-    if profile.kind == "cpu":
-        client, pool = cpu_client(threads)
-        return client.devices()[0], pool
-    import jax
-
-    try:
-        return jax.devices("cuda")[0], -1
-    except RuntimeError as exc:
-        raise BuildError(f"device {profile.name!r} is a {profile.kind} device, but jax "
-                         f"{jax.__version__} has no CUDA backend ({exc}); install jax's CUDA "
-                         f"plugin: pip install 'jax[cuda12]'") from None
-
-
 # --- the runner ----------------------------------------------------------------------------------
 
 class XlaRunner(Runner):
     """An XLA executable per batch size: the candidate's batch is compiled in ``compile`` (timed
     as ``compile_seconds``); a smaller batch (the accuracy pass's last) is compiled on its first
-    ``run``, once, rather than padded, so every batch runs the code XLA made for its shape."""
+    ``run``, once, rather than padded, so every batch runs the code XLA made for its shape.
+
+    The timed call (:meth:`bound_call`) on a CPU calls the executable on the batch placed on its
+    device once (``jax.device_put``), as a jax deployment keeps its arrays on the device; on a
+    GPU it is ``run``, whose copies to the device and back a deployment fed from host memory
+    pays (see :mod:`dse.backends.ort_gpu`)."""
 
     def __init__(self, graph: LoweredGraph, device: jax.Device, settings: XlaSettings,
                  input_shape: tuple[int, ...], batch_size: int, provenance: dict[str, str]) -> None:
@@ -236,6 +185,27 @@ class XlaRunner(Runner):
         # Synchronous by contract: the timing must include the device's work and the copy back.
         out.block_until_ready()
         return np.array(out, dtype=np.float32)
+
+    def bound_call(self, x: np.ndarray) -> Callable[[], np.ndarray]:
+        import jax
+
+        device = self._device
+        if device is None:
+            raise RuntimeError("bound_call() on a closed xla runner")
+        if device.platform != "cpu":
+            return super().bound_call(x)
+        placed = jax.device_put(bound_batch(x, self.batch_size), device)
+        compiled, _ = self.executable(self.batch_size)
+        weights = self._weights
+
+        def call() -> np.ndarray:
+            if self._device is None:
+                raise RuntimeError("a bound call on a closed xla runner")
+            out = compiled(placed) if weights is None else compiled(weights, placed)
+            out.block_until_ready()
+            return np.asarray(out)
+
+        return call
 
     def describe(self) -> dict[str, str]:
         return {**self._provenance, **self._settings.describe(),

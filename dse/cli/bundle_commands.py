@@ -11,6 +11,7 @@ import typer
 
 from dse.cli.common import AddressOption, fail, plain_console, stop_signals_like_ctrl_c, stopped_by
 from dse.deploy.compare import DEFAULT_ACCURACY_TOLERANCE, DEFAULT_TOLERANCE
+from dse.deploy.confirm import DEFAULT_CONFIRM_GAP_S, DEFAULT_CONFIRM_RUNS
 from dse.exceptions import DseError, interrupt_exit_code
 
 if TYPE_CHECKING:
@@ -71,10 +72,18 @@ def verify(
             help="Worker cache (device artifacts, run-to-run calibration).")] = None,
         report: Annotated[Path | None, typer.Option(
             help="JSON report path (default: <bundle>/verify/<time>-<profile>.json).")] = None,
+        confirm_runs: Annotated[int, typer.Option(
+            min=0, help="Fresh runs, each in a new worker process, that must agree before a "
+                        "latency is called regressed (0: one run decides).")]
+        = DEFAULT_CONFIRM_RUNS,
+        confirm_gap_s: Annotated[float, typer.Option(
+            min=0.0, help="Idle seconds before each fresh run after the first.")]
+        = DEFAULT_CONFIRM_GAP_S,
         address: AddressOption = None) -> None:
     """Deploy a bundle on a device of a profile, measure it as its trial was measured and
-    compare: exit 0 when it performs as recorded (or better), 1 when it regressed, failed, or a
-    busy device left it inconclusive."""
+    compare: exit 0 when it performs as recorded (or better), 1 when it regressed (in every
+    run: a suspected regression is measured again in fresh processes), failed, or a busy device
+    left it inconclusive."""
     from dse.bundle_verify import verify as verify_bundle
 
     console = plain_console()
@@ -82,7 +91,8 @@ def verify(
     try:
         found = verify_bundle(bundle, profile=profile, address=address, tolerance=tolerance,
                               accuracy_tolerance=accuracy_tolerance, cache_dir=cache_dir,
-                              report=report)
+                              report=report, confirm_runs=confirm_runs,
+                              confirm_gap_s=confirm_gap_s)
     except DseError as exc:
         raise fail(exc) from None
     except KeyboardInterrupt as exc:
@@ -109,12 +119,21 @@ def print_report(console: Console, found: VerifyReport) -> None:
     """What ``dse verify`` prints: the verdict, each check with its reasoning, the notes."""
     say = _sayer(console)
     say(f"{found.verdict.upper()}: {found.bundle} on {found.device}"
-        + (f" ({found.device_id})" if found.device_id else ""))
+        + (f" ({found.device_id})" if found.device_id else "")
+        + (f": {found.confirmation}" if found.confirmation else ""))
     if found.reason:
         say(f"  {found.reason}")
     for check in found.checks:
+        which = f" (run {check.run})" if check.run != 1 else ""
         say(f"  {check.verdict:<9} {check.metric}: {_figure(check.recorded, check.recorded_ci)}"
-            f" -> {_figure(check.measured, check.measured_ci)}: {check.why}")
+            f" -> {_figure(check.measured, check.measured_ci)}{which}: {check.why}")
+    if len(found.runs) > 1:
+        for run in found.runs:
+            figures = ", ".join(f"{c.metric} {_figure(c.measured, None)} ms" + (
+                f" ({c.change_pct:+.1f}%)" if c.change_pct is not None else "")
+                for c in run.checks)
+            say(f"  run {run.run}: {figures}, {run.quality or 'no quality label'}, worker pid "
+                f"{run.pid or '?'}")
     if found.max_abs_diff is not None:
         say(f"  outputs on the bundle's inputs: max |diff| {found.max_abs_diff:.3g} from those "
             f"recorded, same top output on {found.decisions_agree:.1%}")

@@ -74,7 +74,7 @@ def _first_line(experiment: Experiment, report: bool) -> str:
 def _print_results(console: Console, result: CampaignResult) -> None:
     """The front, the measurement's quality, where the files are, and what screening and warm
     starts did: from one read of the campaign's studies."""
-    from dse.results import front_frame, load_campaign, quality_summary, trials_frame
+    from dse.results import duel_summary, front_frame, load_campaign, quality_summary, trials_frame
 
     studies = load_campaign(result.run_dir, result.experiment.storage)
     trials = trials_frame(studies)
@@ -82,6 +82,9 @@ def _print_results(console: Console, result: CampaignResult) -> None:
     quality = quality_summary(trials)
     if quality:
         console.print(f"measurement: {quality}")
+    duels = duel_summary(studies)
+    if duels:
+        console.print(f"duels:     {duels}")
     console.print(f"trials:    {result.run_dir / 'trials.parquet'}")
     console.print(f"front:     {result.run_dir / 'pareto.csv'}")
     console.print(f"dashboard: {result.dashboard}")

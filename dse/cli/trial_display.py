@@ -81,7 +81,8 @@ def front_table(front: pd.DataFrame, objectives: list[str]) -> object:
     import pandas as pd
     from rich.table import Table
 
-    from dse.results import PARAM_PREFIX, has_unclean, metric_column
+    from dse.columns import DUEL_COLUMN
+    from dse.results import PARAM_PREFIX, duel_text, has_unclean, metric_column
 
     legend: dict[str, str] = {}
     # Free parameters are the param.* columns that are not the model's or the deployment's.
@@ -107,6 +108,8 @@ def front_table(front: pd.DataFrame, objectives: list[str]) -> object:
     # the quality column only when a trial on it was not measured cleanly (non_ok_on_front).
     several = bool(len(front)) and front["device"].nunique() > 1
     unclean = has_unclean(front)
+    # A duel column where a front point's order against another was decided side by side.
+    dueled = DUEL_COLUMN in front.columns and bool(front[DUEL_COLUMN].notna().any())
     table = Table(title=f"Pareto front ({len(front)} points)")
     # Every column folds a cell too long for the terminal onto more lines: rich's default cuts it
     # with "…" (the runtime column read "onnxrun…").
@@ -124,6 +127,8 @@ def front_table(front: pd.DataFrame, objectives: list[str]) -> object:
         table.add_column(metric_column(name), justify="right", overflow="fold")
     if unclean:
         table.add_column("quality", overflow="fold")
+    if dueled:
+        table.add_column("duel", overflow="fold")
     for _, row in front.iterrows():
         cells = [str(row["trial"]), *([str(row["device"])] if several else [])]
         if deployed:
@@ -134,6 +139,8 @@ def front_table(front: pd.DataFrame, objectives: list[str]) -> object:
             cells.append(values(row))
         quality = [str(row["measurement_quality"]) if not pd.isna(row["measurement_quality"])
                    else ""] if unclean else []
-        table.add_row(*cells, *[_number(row[metric_column(n)]) for n in objectives], *quality)
+        duel = [duel_text(row[DUEL_COLUMN])] if dueled else []
+        table.add_row(*cells, *[_number(row[metric_column(n)]) for n in objectives], *quality,
+                      *duel)
     table.caption = ", ".join(f"{short}={full}" for short, full in sorted(legend.items()))
     return table

@@ -5,17 +5,18 @@ the between-run intervals of ``dse calibrate``), and the model's accuracy on the
 A latency regressed when it is slower by more than the tolerance *and* its interval lies wholly
 above the recorded one: a change inside either interval is noise the measurement cannot tell from
 none, and a significant change smaller than the tolerance is one nobody asked to be told about.
-Improved is the mirror image; anything else passes.
+Improved is the mirror image; anything else passes. That is one run's verdict: across runs, a
+suspected regression is confirmed or dismissed by :mod:`dse.deploy.confirm`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
-Verdict = Literal["pass", "regressed", "improved", "unchecked"]
+Verdict = Literal["pass", "regressed", "improved", "unchecked", "inconclusive"]
 
 # What a verification checks by default: the median always, and whichever other latency
 # percentiles the campaign optimised or constrained.
@@ -36,8 +37,12 @@ class MetricCheck:
         measured: the value now; ``measured_ci`` its interval.
         change_pct: ``measured / recorded - 1``, in percent (an accuracy: the difference, in
             percentage points).
-        verdict: ``pass``, ``regressed``, ``improved``, or ``unchecked`` (a side is missing).
+        verdict: ``pass``, ``regressed``, ``improved``, ``unchecked`` (a side is missing), or
+            ``inconclusive`` (the runs neither confirmed nor dismissed a suspected regression:
+            :mod:`dse.deploy.confirm`).
         why: the reasoning, in one line.
+        run: which run of the verification the figures come from (1: the first; 2 on: the
+            fresh runs that confirmed or dismissed a suspicion).
     """
 
     metric: str
@@ -48,12 +53,13 @@ class MetricCheck:
     change_pct: float | None
     verdict: Verdict
     why: str
+    run: int = 1
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """Every check, and the verdict they give together: ``regressed`` when any regressed,
-    else ``improved`` when any improved, else ``pass``."""
+    """Every check, and the verdict they give together: ``regressed`` when any regressed, else
+    ``inconclusive`` when any is, else ``improved`` when any improved, else ``pass``."""
 
     checks: list[MetricCheck] = field(default_factory=list)
 
@@ -62,6 +68,8 @@ class Comparison:
         verdicts = {check.verdict for check in self.checks}
         if "regressed" in verdicts:
             return "regressed"
+        if "inconclusive" in verdicts:
+            return "inconclusive"
         return "improved" if "improved" in verdicts else "pass"
 
 
@@ -135,12 +143,22 @@ def compare(recorded: Mapping[str, float], measured: Mapping[str, float],
             tolerance: float = DEFAULT_TOLERANCE,
             accuracy_tolerance: float = DEFAULT_ACCURACY_TOLERANCE) -> Comparison:
     """The latencies a verification decides on, then each score of ``scores`` (name ->
-    (recorded, measured) on the bundle's inputs)."""
-    checks = [compare_latency(name, recorded, measured, tolerance)
-              for name in checked_latencies(objectives)]
-    checks += [compare_accuracy(name, old, new, accuracy_tolerance)
-               for name, (old, new) in scores.items()]
-    return Comparison(checks)
+    (recorded, measured) on the bundle's inputs): one run's verdict."""
+    return Comparison(latency_checks(recorded, measured, objectives, tolerance)
+                      + score_checks(scores, accuracy_tolerance))
+
+
+def latency_checks(recorded: Mapping[str, float], measured: Mapping[str, float],
+                   objectives: Sequence[str], tolerance: float, run: int = 1) -> list[MetricCheck]:
+    """Each latency a verification decides on, measured by run number ``run``."""
+    return [replace(compare_latency(name, recorded, measured, tolerance), run=run)
+            for name in checked_latencies(objectives)]
+
+
+def score_checks(scores: Mapping[str, tuple[float | None, float | None]],
+                 tolerance: float) -> list[MetricCheck]:
+    """Each accuracy-like score of ``scores`` (name -> (recorded, measured))."""
+    return [compare_accuracy(name, old, new, tolerance) for name, (old, new) in scores.items()]
 
 
 def _value(metrics: Mapping[str, float], name: str) -> float | None:

@@ -62,15 +62,22 @@ class Job:
     timeout_s: float
     attempts: list[str] = field(default_factory=list)  # why earlier attempts ended
     screening: Screening | None = None
+    # Another of the worker's methods than ``evaluate`` (a duel), called with ``args``: its answer
+    # comes back as Done.answer, and never counts toward a device's quarantine.
+    method: str = "evaluate"
+    args: tuple[Any, ...] = ()
 
 
 @dataclass
 class Done:
-    """A finished job: its measurement, and the device that gave it ("" if none did)."""
+    """A finished job: its measurement, and the device that gave it ("" if none did). A job of
+    another method: ``answer`` holds what the worker returned, ``measurement`` only says whether
+    the call came back (``ok``) or why not (``failed``: timed out, or its workers died)."""
 
     job: Job
     measurement: Measurement
     device_id: str
+    answer: Any = None
 
 
 @dataclass
@@ -216,8 +223,9 @@ class Dispatcher:
                 device.deadline = time.monotonic() + job.timeout_s
                 # Screening only when asked: a stand-in worker class need not know of it.
                 extra = () if job.screening is None else (job.screening,)
-                device.ref = device.actor.evaluate.remote(job.candidate, job.training,
-                                                          job.measure, *extra)
+                args = ((job.candidate, job.training, job.measure, *extra)
+                        if job.method == "evaluate" else job.args)
+                device.ref = getattr(device.actor, job.method).remote(*args)
                 self._notify(device)
 
     def wait(self, timeout_s: float | None = None) -> list[Done]:
@@ -278,7 +286,7 @@ class Dispatcher:
         try:
             # An exception raised inside the worker's evaluate (a dse bug: candidate faults come
             # back as results) propagates from here to the driver.
-            measurement: Measurement = ray.get(ref)
+            answer: Any = ray.get(ref)
         except (RayActorError, WorkerCrashedError, NodeDiedError, ObjectLostError) as exc:
             # The worker or its node died: not the candidate's verdict. Run it elsewhere.
             job.attempts.append(death_reason(device_name, exc))
@@ -289,6 +297,9 @@ class Dispatcher:
             return [Done(job, failed_everywhere(job.candidate.candidate_id, job.attempts), "")]
         device.job = device.ref = None
         device.state = "idle"
+        if job.method != "evaluate":
+            return [Done(job, Measurement(job.candidate.candidate_id, "ok"), device_name, answer)]
+        measurement: Measurement = answer
         measurement.provenance["attempts"] = str(len(job.attempts) + 1)
         if job.attempts:
             measurement.provenance["earlier_attempts"] = "; ".join(job.attempts)
@@ -304,7 +315,8 @@ class Dispatcher:
                 assert job is not None
                 reason = f"timed out after {job.timeout_s:g} s; worker restarted"
                 name = device.identity.get("device_id", device.device_id)
-                self._count(device, True, reason)
+                if job.method == "evaluate":
+                    self._count(device, True, reason)
                 # A hung worker must go either way; a successor on a quarantined device idles.
                 self._replace(device, reason)
                 done.append(Done(job, Measurement(job.candidate.candidate_id, "failed",

@@ -48,6 +48,10 @@ class Screening:
     margin: float
 
 
+#: A relative half-width no interval exceeds in practice: the screening's precision "target".
+NO_PRECISION_GATE = 99.0
+
+
 def screening_measure(measure: MeasureSpec, screening: Screening) -> MeasureSpec:
     """The screening protocol: the campaign's, loosened to the screening's target and time (never
     tighter or longer than the campaign's own), with no offline or sustained run; enough samples
@@ -60,8 +64,11 @@ def screening_measure(measure: MeasureSpec, screening: Screening) -> MeasureSpec
     return measure.model_copy(update={
         "target_rel_ci": max(screening.target_rel_ci, measure.target_rel_ci),
         "min_iters": min_iters,
-        # No floor on time: the sample count above is what a verdict needs.
-        "min_seconds": 0.0, "max_seconds": seconds,
+        # No floor on time: the sample count above is what a verdict needs. No extension and
+        # no precision gate either: a screening too short for an interval keeps its candidate
+        # in (the full protocol measures it), which costs less than a longer screening.
+        "min_seconds": 0.0, "max_seconds": seconds, "max_extension": 1.0,
+        "precision": dict.fromkeys(measure.precision, NO_PRECISION_GATE),
         # Each block warms up: together within the screening's time, not a multiple of it.
         "warmup_max_seconds": min(measure.warmup_max_seconds, seconds) / measure.blocks,
         "offline_concurrency": 0, "sustained_seconds": 0.0})

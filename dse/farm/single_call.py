@@ -1,6 +1,7 @@
 """One call on one device of a profile, for the commands that work on a single configuration
 (``dse profile``, ``dse export``, ``dse verify``): the farm joined at ``address`` (else an
-embedded local Ray with that one device), one worker started, the call, the worker stopped."""
+embedded local Ray with that one device), one worker started, the call, the worker stopped: each
+call runs in a worker process of its own, which ``dse verify``'s fresh runs rely on."""
 
 from __future__ import annotations
 

@@ -8,15 +8,17 @@ runs inside that measurement.
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
 from dse.candidate import Candidate
 from dse.farm.telemetry_window import TelemetryWindow
 from dse.measure.footprint import model_footprint_mb, rss_bytes, trim_heap
 from dse.measure.harness import measure_latency
-from dse.measure.quality import disturbed, measurement_quality, unstable
+from dse.measure.quality import disturbed, measurement_quality
+from dse.measure.remeasure import next_run
 from dse.measure.scenarios import measure_offline, measure_sustained
 from dse.measure.stats import PERCENTILES, LatencyStats, drift_pct
 from dse.measure.telemetry import Probe
@@ -39,8 +41,8 @@ def measure_prepared(candidate: Candidate, prepared: PreparedCandidate, measure:
     missing: dict[str, str] = dict(prepared.missing)
     window = TelemetryWindow(probes, missing)
 
-    def call() -> object:
-        return runner.run(example)
+    # What a deployment calls: the example bound to the runtime once (Runner.bound_call).
+    call: Callable[[], object] = runner.bound_call(example)
 
     # Freed heap back to the system before the window: RSS in it is what is live.
     trim_heap()
@@ -51,7 +53,8 @@ def measure_prepared(candidate: Candidate, prepared: PreparedCandidate, measure:
         policy = measure.interference
         floor = run_to_run if measure.run_to_run == "auto" else None
         stats, disturbance, remeasured_because = _settled_latency(call, measure, window, floor)
-        metrics.update(latency_metrics(stats, candidate.batch_size, missing))
+        metrics.update(latency_metrics(stats, candidate.batch_size, missing,
+                                       required=measure.required_precision()))
         _record_footprint(prepared, metrics, missing)
         if "flops_m" in metrics and "latency_p50_ms" in metrics and stats.p50_ms > 0:
             # The rate reached at the median call: the roofline's y-axis.
@@ -80,9 +83,9 @@ def measure_prepared(candidate: Candidate, prepared: PreparedCandidate, measure:
         "remeasured_because": " | ".join(remeasured_because),
         "disturbed": str(flagged),
         "disturbance": disturbance})
-    provenance.update(measurement_quality(stats, flagged))
+    provenance.update(measurement_quality(stats, flagged, measure.required_precision()))
     provenance.update(prepared.provenance)
-    provenance.update(_window_provenance(window, stats))
+    provenance.update(_window_provenance(window, stats, measure.required_precision()))
     provenance["run_to_run"] = (run_to_run_note if measure.run_to_run == "auto"
                                 else "off (measurement.run_to_run)")
     provenance.update(_stats_provenance(stats))
@@ -94,24 +97,27 @@ def measure_prepared(candidate: Candidate, prepared: PreparedCandidate, measure:
 
 def _settled_latency(call: Callable[[], object], measure: MeasureSpec, window: TelemetryWindow,
                      floor: RunToRun | None) -> tuple[LatencyStats, str, list[str]]:
-    """The single-stream latency run, measured again (``measurement.interference``) while its
-    window is disturbed or unstable (a state change inside it); an underpowered one is not, since
-    the same caps stop the next short. The last run's statistics, why its window was disturbed
-    ("" when it was not, or when a sustained run carries the window and is judged instead), and
-    why each earlier run was measured again."""
+    """The single-stream latency run, measured again while it falls short
+    (:func:`dse.measure.remeasure.next_run`: a disturbed or unstable window, an underpowered or
+    imprecise run). The last run's statistics, why its window was disturbed ("" when it was not,
+    or when a sustained run carries the window and is judged instead), and why each earlier run
+    was measured again."""
     sustained = measure.sustained_seconds > 0
     policy = measure.interference
+    arguments = measure.latency_arguments()
+    precision = measure.required_precision()
     remeasured_because: list[str] = []
+    done: list[str] = []
     while True:
         stats = measure_latency(
-            call, **measure.latency_arguments(),
-            on_window=None if sustained else window.mark, run_to_run=floor)
+            call, **arguments, on_window=None if sustained else window.mark, run_to_run=floor)
         disturbance = "" if sustained else _disturbance(window, policy)
-        problem = disturbance or unstable(stats)
-        if not problem or policy.action != "remeasure" \
-                or len(remeasured_because) >= policy.max_remeasures:
+        again = next_run(stats, disturbance, done, arguments, policy, precision)
+        if again is None:
             return stats, disturbance, remeasured_because
-        remeasured_because.append(problem)
+        remeasured_because.append(again.reason)
+        done.append(again.kind)
+        arguments = again.arguments
         time.sleep(policy.wait_s)
 
 
@@ -138,7 +144,8 @@ def _record_footprint(prepared: PreparedCandidate, metrics: dict[str, float],
         metrics["memory_model_mb"] = value
 
 
-def _window_provenance(window: TelemetryWindow, stats: LatencyStats) -> dict[str, str]:
+def _window_provenance(window: TelemetryWindow, stats: LatencyStats,
+                       precision: Mapping[str, float]) -> dict[str, str]:
     """When the window was, and how close the run came to its target."""
     return {
         "window_start": f"{window.start:.6f}",
@@ -147,6 +154,11 @@ def _window_provenance(window: TelemetryWindow, stats: LatencyStats) -> dict[str
         "target_rel_ci": f"{stats.target_rel_ci:g}",
         "achieved_rel_ci": f"{stats.rel_ci:.5f}",
         "target_met": str(stats.target_met),
+        # Each required percentile's precision as the run reached it, against its target.
+        **{f"achieved_rel_ci_{name}": f"{stats.own_rel_ci.get(name, math.inf):.5f}"
+           for name in precision},
+        **{f"precision_{name}": f"{target:g}" for name, target in precision.items()},
+        "window_extended": str(stats.extended),
         "stationary": str(stats.stationary),
         "halves_shift_pct": f"{stats.halves_shift_pct:.2f}",
     }
@@ -167,11 +179,14 @@ def _stats_provenance(stats: LatencyStats) -> dict[str, str]:
     }
 
 
-def latency_metrics(stats: LatencyStats, batch_size: int,
-                    missing: dict[str, str]) -> dict[str, float]:
+def latency_metrics(stats: LatencyStats, batch_size: int, missing: dict[str, str],
+                    required: Collection[str] = ()) -> dict[str, float]:
     """The latency metrics of a run. A percentile is reported only with its 95% confidence
     interval: one the samples cannot support (a p99 of 30 calls is their maximum, not a p99) is
-    missing, with why, and so is the throughput when the median is."""
+    missing, with why, and so is the throughput when the median is — except a ``required``
+    percentile (one an objective or constraint needs) of an underpowered run: its value is kept
+    and its interval missing, so the trial stays a result the search learns from, and its label
+    (``underpowered``) keeps it off the front."""
     metrics = {
         "latency_mean_ms": stats.mean_ms, "latency_std_ms": stats.std_ms,
         "latency_min_ms": stats.min_ms, "latency_max_ms": stats.max_ms,
@@ -185,7 +200,10 @@ def latency_metrics(stats: LatencyStats, batch_size: int,
                 metrics[f"latency_{name}_ci_low_ms"], metrics[f"latency_{name}_ci_high_ms"] = ci
             continue
         reason = stats.why_no_ci(dict(PERCENTILES)[name])
-        missing[f"latency_{name}_ms"] = reason
+        if name in required and stats.underpowered:
+            metrics[f"latency_{name}_ms"] = value
+        else:
+            missing[f"latency_{name}_ms"] = reason
         if name in ("p50", "p99"):
             missing[f"latency_{name}_ci_low_ms"] = missing[f"latency_{name}_ci_high_ms"] = reason
     if "latency_p50_ms" in metrics:

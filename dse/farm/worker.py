@@ -9,7 +9,9 @@ With a :class:`~dse.farm.screening.Screening` the worker measures in two fidelit
 warm runner: a short screening timing, then the full protocol only when the candidate could still
 enter the device's front. The verdict is the worker's own, so a candidate costs one round trip.
 How a candidate is timed is :mod:`dse.farm.timing`; the worker holds the device's probes and
-calibration, the node lock, and the trial's provenance.
+calibration, the node lock, and the trial's provenance. A duel (:meth:`DeviceWorker.duel`)
+builds two measured candidates again and times them against each other
+(:mod:`dse.farm.duel_window`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 if TYPE_CHECKING:
     # Only for the annotation: prepare pulls in torch-side modules the actor loads lazily.
     from dse.deploy.exported import ExportedModel, VerifiedModel, VerifyRequest
+    from dse.farm.duel_window import DuelReport, DuelRequest
     from dse.farm.prepare import PreparedCandidate
     from dse.profiling.session import DeviceProfile, ProfileSettings
 
@@ -216,6 +219,29 @@ class DeviceWorker:
             return f"the candidate failed while profiled: {type(exc).__name__}: {exc}"
         finally:
             prepared.runner.close()
+
+    def duel(self, request: DuelRequest) -> DuelReport | str:
+        """Rebuild two measured candidates (from the caches, both alive in this process) and time
+        them against each other in alternating blocks, nothing else of dse on the node
+        (:mod:`dse.farm.duel_window`); the reason, in one line, when either cannot be built or
+        run. Nothing is recorded on any study: the driver records the verdicts."""
+        from dse.farm.duel_window import duel_prepared
+
+        built: list[PreparedCandidate] = []
+        try:
+            for side, candidate in (("A", request.a), ("B", request.b)):
+                prepared = self._rebuilt(candidate, request.training)
+                if isinstance(prepared, str):
+                    return f"candidate {side} ({candidate.candidate_id[:12]}): {prepared}"
+                built.append(prepared)
+            with self.node_lock.exclusive():
+                return duel_prepared(built[0], built[1], request, probes=self.probes,
+                                     device_id=self.device_id)
+        except (MeasurementError, RuntimeError, MemoryError) as exc:
+            return f"the duel failed while timed: {type(exc).__name__}: {exc}"
+        finally:
+            for prepared in built:
+                prepared.runner.close()
 
     def _rebuilt(self, candidate: Candidate, training: TrainingSpec) -> PreparedCandidate | str:
         """``candidate`` built again from the caches, beside other builds but no measurement

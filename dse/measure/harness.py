@@ -7,7 +7,7 @@ The same code times a candidate on every device; the worker calls it inside its 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -83,14 +83,20 @@ def measure_latency(
     timer: Timer = _CAMPAIGN.timer,
     on_window: Callable[[bool], object] | None = None,
     run_to_run: RunToRun | None = None,
+    max_extension: float = _CAMPAIGN.max_extension,
+    precision: Mapping[float, float] | None = None,
 ) -> LatencyStats:
     """Time ``fn`` until the 95% CI of its median latency is within ±``target_rel_ci`` of it.
 
-    Timing stops when the target is met, the two halves of the run agree (``stationary``), and
-    the floors are reached: ``min_iters``, ``min_seconds``, and enough samples for a CI of every
-    quantile in ``required_quantiles`` (368 for p99). ``max_iters`` / ``max_seconds`` are caps: a
-    run they stop short of a floor is ``underpowered`` (and ``target_met`` or ``stationary`` may
-    be False); the result says so. The first call is timed on its own (lazy initialisation,
+    Timing stops when the target is met, the two halves of the run agree (``stationary``), each
+    quantile of ``precision`` is projected within its relative half-width, and the floors are
+    reached: ``min_iters``, ``min_seconds``, and enough samples for a CI of every quantile in
+    ``required_quantiles`` (368 for p99). ``max_seconds`` caps the time spent on the target and
+    precision; a run still short of its floors then goes on, up to ``max_extension`` times
+    ``max_seconds`` (``extended`` in the result), since on a slower machine the samples an
+    interval needs take longer to come. ``max_iters`` and that ceiling are hard caps: a run they
+    stop short of a floor is ``underpowered`` (and ``target_met`` or ``stationary`` may be
+    False); the result says so. The first call is timed on its own (lazy initialisation,
     compilation) and never joins the samples; warm-up follows until the running median settles,
     within ``warmup_max_iters`` / ``warmup_max_seconds`` (checked before every call, so a slow
     call overruns a cap by one call at most). ``sync`` is called after each call inside the timed
@@ -116,7 +122,8 @@ def measure_latency(
         min_iters: The fewest timed calls.
         max_iters: The most timed calls (a cap).
         min_seconds: The least timed time, in seconds.
-        max_seconds: The most timed time, in seconds (a cap).
+        max_seconds: The most timed time spent on the target and precision, in seconds (the
+            floors may extend it, up to ``max_extension`` times).
         warmup_max_iters: The most warm-up calls.
         warmup_max_seconds: The most warm-up time, in seconds.
         warmup_tolerance: How close (relative) two successive warm-up chunk medians must be
@@ -130,6 +137,10 @@ def measure_latency(
         on_window: Called with True right before the first and with False right after the last
             timed call.
         run_to_run: The device's calibrated run-to-run variation, which floors every interval.
+        max_extension: How many times ``max_seconds`` a run may take to reach its floors.
+        precision: Quantile -> the relative half-width its interval should reach; the run
+            stops before ``max_seconds`` only once each is projected met (see
+            :class:`dse.measure.stopping.StoppingCheck`).
 
     Returns:
         The run's statistics (:class:`LatencyStats`): percentiles with their CIs, whether the
@@ -153,19 +164,22 @@ def measure_latency(
     """
     floor = check_latency_arguments(target_rel_ci, min_iters, max_iters, min_seconds, max_seconds,
                                     warmup_max_iters, warmup_max_seconds, warmup_tolerance, timer,
-                                    required_quantiles, blocks, block_gap_s)
+                                    required_quantiles, blocks, block_gap_s, max_extension,
+                                    precision)
     timed = cuda_timed(fn) if timer == "cuda" else host_timed(fn, sync)
     overhead = timer_overhead_ns() if timer == "host" else float("nan")
     first_call_ms = timed()
     share = BlockShare.of_run(floor=floor, blocks=blocks, max_iters=max_iters,
                               min_seconds=min_seconds, max_seconds=max_seconds,
-                              target_rel_ci=target_rel_ci, required_quantiles=required_quantiles)
+                              target_rel_ci=target_rel_ci, required_quantiles=required_quantiles,
+                              max_extension=max_extension)
     # Set up (its cost measured) before the window opens, where only calls of ``fn`` should run.
     check: StoppingCheck | None = StoppingCheck(share.target_rel_ci, share.min_iters,
-                                                share.required_quantiles, blocks)
+                                                share.required_quantiles, blocks, precision)
     samples: list[float] = []
     sizes: list[int] = []
     warm_iters, warm_seconds, check_seconds, timed_seconds, window_calls = 0, 0.0, 0.0, 0.0, 0
+    extended = False
     for block in range(blocks):
         if block:
             window_calls += _keep_busy(fn, block_gap_s)
@@ -184,7 +198,8 @@ def measure_latency(
             # would otherwise outweigh quiet ones) and need no stopping checks.
             share = share.with_calls(len(samples))
             check = None
-        taken, seconds, checking = _timed_block(timed, share, check)
+        taken, seconds, checking, past_cap = _timed_block(timed, share, check)
+        extended = extended or past_cap
         samples.extend(taken)
         sizes.append(len(taken))
         timed_seconds += seconds
@@ -197,7 +212,7 @@ def measure_latency(
                      first_call_ms=first_call_ms, timer_overhead_ns=overhead,
                      check_seconds=check_seconds, min_samples=floor,
                      required_quantiles=required_quantiles, block_sizes=sizes,
-                     window_calls=window_calls, run_to_run=run_to_run)
+                     window_calls=window_calls, run_to_run=run_to_run, extended=extended)
 
 
 def _keep_busy(fn: Callable[[], object], seconds: float) -> int:
@@ -213,18 +228,28 @@ def _keep_busy(fn: Callable[[], object], seconds: float) -> int:
 
 
 def _timed_block(timed: Callable[[], float], share: BlockShare,
-                 check: StoppingCheck | None) -> tuple[list[float], float, float]:
-    """Time calls until the block's floors and target are met (``check``; without one, until
-    a cap) or a cap is reached; its samples, its seconds and the seconds its checks took."""
+                 check: StoppingCheck | None) -> tuple[list[float], float, float, bool]:
+    """Time calls until the block is done (``check``: floors, target and precision; without one,
+    until its call count) or a cap is reached; past ``max_seconds`` only the floors are awaited,
+    up to the ceiling. Its samples, its seconds, the seconds its checks took, and whether it
+    went past ``max_seconds`` to reach its floors."""
     samples: list[float] = []
+    extended = False
     start = time.perf_counter()
     while True:
         samples.append(timed())
         n = len(samples)
         elapsed = time.perf_counter() - start
-        if n >= share.max_iters or elapsed >= share.max_seconds:
+        if n >= share.max_iters or elapsed >= share.ceiling_seconds:
             break
-        if (check is not None and elapsed >= share.min_seconds and check.due(n, elapsed)
+        if check is None:  # a later block: until its share of calls, or the ceiling
+            continue
+        if elapsed >= share.max_seconds:
+            # At the cap, asked at once; past it, as checks fall due.
+            if (not extended or check.due(n, elapsed)) and check.floors_met(samples):
+                break
+            extended = True
+        elif (elapsed >= share.min_seconds and check.due(n, elapsed)
                 and check.passes(samples)):
             break
-    return samples, time.perf_counter() - start, 0.0 if check is None else check.seconds
+    return samples, time.perf_counter() - start, 0.0 if check is None else check.seconds, extended

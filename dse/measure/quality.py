@@ -2,35 +2,53 @@
 
 Labels (``measurement_quality``), worst first, a run with several problems taking the first:
 ``disturbed`` (other work took the device beyond the interference policy, even after its
-re-measurements), ``underpowered`` (a cap stopped the run below its floors: see
-:func:`dse.measure.harness.measure_latency`), ``unstable`` (the medians of its halves lie more
-than :data:`UNSTABLE_SHIFT_PCT` apart: the machine changed state inside it), else ``ok``.
-Whether such a trial may be on the front is the results' rule (``dse.columns``).
+re-measurements), ``underpowered`` (even extended to its ceiling, the run stayed below its
+sample floors: see :func:`dse.measure.harness.measure_latency`), ``unstable`` (the medians of
+its halves lie more than :data:`UNSTABLE_SHIFT_PCT` apart: the machine changed state inside
+it), ``imprecise`` (a required percentile's interval is wider than its precision target,
+``measurement.precision``), else ``ok``. Whether such a trial may be on the front is the
+results' rule (``dse.columns``).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from dse.measure.stats import LatencyStats
     from dse.measure.telemetry import ProbeResult
 
-QUALITY_FLAGS = ("disturbed", "underpowered", "unstable")
+QUALITY_FLAGS = ("disturbed", "underpowered", "unstable", "imprecise")
 #: A run whose halves' medians lie further apart than this changed state inside it. Significance
 #: alone (``stationary``) flags 2% shifts of 28,000 samples and passes a 39% one whose correlated
 #: samples give wide intervals (both seen here); 5% is the spread of repeated quiet runs.
 UNSTABLE_SHIFT_PCT = 5.0
 
 
-def measurement_quality(stats: LatencyStats, disturbed: bool) -> dict[str, str]:
+def measurement_quality(stats: LatencyStats, disturbed: bool,
+                        precision: Mapping[str, float] | None = None) -> dict[str, str]:
     """The run's label and every flag that applies, as provenance entries
-    (``measurement_quality``, ``measurement_flags``)."""
-    flags = [flag for flag, applies in zip(
-        QUALITY_FLAGS, (disturbed, stats.underpowered, bool(unstable(stats))), strict=True)
-        if applies]
+    (``measurement_quality``, ``measurement_flags``); ``precision`` holds the targets of the
+    required percentiles (by name), as :func:`imprecise` reads them."""
+    applies = (disturbed, stats.underpowered, bool(unstable(stats)),
+               bool(imprecise(stats, precision or {})))
+    flags = [flag for flag, yes in zip(QUALITY_FLAGS, applies, strict=True) if yes]
     return {"measurement_quality": flags[0] if flags else "ok",
             "measurement_flags": ",".join(flags)}
+
+
+def imprecise(stats: LatencyStats, precision: Mapping[str, float]) -> str:
+    """Why a run's intervals are wider than the campaign needs, or "": each percentile of
+    ``precision`` (name -> the relative half-width its interval must reach) against the
+    precision the run itself reached (``own_rel_ci``). A percentile without any interval is the
+    underpowered label's, not this one's."""
+    wide = [f"{name} ±{100 * stats.own_rel_ci[name]:.0f}% (at most ±{100 * target:g}%)"
+            for name, target in precision.items()
+            if math.isfinite(stats.own_rel_ci.get(name, math.inf))
+            and stats.own_rel_ci[name] > target]
+    return f"imprecise: {', '.join(wide)}" if wide else ""
 
 
 def unstable(stats: LatencyStats) -> str:

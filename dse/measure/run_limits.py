@@ -5,7 +5,7 @@ the run's sample floor, and the equal share of them each of its blocks gets.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from dse.measure.stats import samples_for_ci
@@ -15,7 +15,8 @@ def check_latency_arguments(target_rel_ci: float, min_iters: int, max_iters: int
                             min_seconds: float, max_seconds: float, warmup_max_iters: int,
                             warmup_max_seconds: float, warmup_tolerance: float, timer: str,
                             required_quantiles: Sequence[float], blocks: int,
-                            block_gap_s: float) -> int:
+                            block_gap_s: float, max_extension: float = 1.0,
+                            precision: Mapping[float, float] | None = None) -> int:
     """Raise ValueError naming the first bad argument; return the run's sample floor."""
     def number(name: str, value: object) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
@@ -58,6 +59,14 @@ def check_latency_arguments(target_rel_ci: float, min_iters: int, max_iters: int
     if (isinstance(block_gap_s, bool) or not isinstance(block_gap_s, int | float)
             or not 0 <= block_gap_s < math.inf):
         raise ValueError(f"block_gap_s must be a finite number of seconds >= 0, got {block_gap_s!r}")
+    if not 1 <= number("max_extension", max_extension) < math.inf:
+        raise ValueError(f"max_extension must be finite and >= 1, got {max_extension}")
+    for quantile, target in (precision or {}).items():
+        if not 0 < number("precision", quantile) < 1:
+            raise ValueError(f"precision's quantiles must lie in (0, 1), got {quantile}")
+        if not 0 < number("precision", target) < math.inf:
+            raise ValueError(f"precision's relative half-widths must be finite and > 0, got "
+                             f"{target} for the {quantile:g} quantile")
     return floor
 
 
@@ -70,28 +79,39 @@ def check_seconds(name: str, value: object) -> None:
 
 @dataclass(frozen=True)
 class BlockShare:
-    """One block's floors, caps and target."""
+    """One block's floors, caps and target.
+
+    ``max_seconds`` caps the time spent on precision; ``ceiling_seconds`` (``max_seconds`` times
+    the run's ``max_extension``) caps the time a block may take to reach its sample floor: on a
+    slower machine the samples a percentile's interval needs take longer to come, and a run
+    that gave up at ``max_seconds`` would lose the objective it was measuring.
+    """
 
     min_iters: int
     max_iters: int
     min_seconds: float
     max_seconds: float
+    ceiling_seconds: float
     target_rel_ci: float
     required_quantiles: tuple[float, ...]
 
     @classmethod
     def of_run(cls, *, floor: int, blocks: int, max_iters: int, min_seconds: float,
-               max_seconds: float, target_rel_ci: float,
-               required_quantiles: Sequence[float]) -> BlockShare:
+               max_seconds: float, target_rel_ci: float, required_quantiles: Sequence[float],
+               max_extension: float = 1.0) -> BlockShare:
         """The first block's share of a run with sample floor ``floor`` split into ``blocks``."""
         return cls(
             # Each block must stand on its own: the pooled floors split between them.
             min_iters=max(1, math.ceil(floor / blocks)), max_iters=max_iters // blocks,
             min_seconds=min_seconds / blocks, max_seconds=max_seconds / blocks,
+            ceiling_seconds=max_seconds * max_extension / blocks,
             # n samples in each of b blocks: the pooled median's CI is about 1/sqrt(b) as wide.
             target_rel_ci=min(0.99, target_rel_ci * math.sqrt(blocks)),
             required_quantiles=tuple(required_quantiles))
 
     def with_calls(self, calls: int) -> BlockShare:
-        """This share for a block that takes exactly ``calls`` calls, time caps allowing."""
-        return replace(self, min_iters=calls, max_iters=calls, min_seconds=0.0)
+        """This share for a block that takes exactly ``calls`` calls, within the ceiling: a later
+        block runs as long as it needs to match the first, which may itself have been
+        extended."""
+        return replace(self, min_iters=calls, max_iters=calls, min_seconds=0.0,
+                       max_seconds=self.ceiling_seconds)

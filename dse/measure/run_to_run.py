@@ -9,9 +9,12 @@ level once, in a dimensioning experiment, and plan for it. Here that experiment 
 ``dse calibrate``: reference workloads measured in fresh processes spread over time, on the device,
 with the campaign's protocol. Its result, the relative standard deviation of each percentile
 across those runs, for the workload that varied most (:class:`RunToRun`), is a floor on every
-later interval of that device: an interval is never narrower than ``t x cv x value`` (Student's t
-at the calibration's degrees of freedom), so it holds what the next run would see. The precision
-a run itself reached (``achieved_rel_ci``, ``target_met``) stays its own.
+later interval of that device: an interval always reaches from ``value / f`` to ``value x f``
+with ``f = exp(t x cv)`` (Student's t at the calibration's degrees of freedom; for small cv about
+``t x cv x value`` either side), so it holds what the next run would see. The floor is a factor,
+as the variation it holds is (a slower moment scales every call), so it never reaches below
+zero however large the variation. The precision a run itself reached (``achieved_rel_ci``,
+``target_met``) stays its own.
 """
 
 from __future__ import annotations
@@ -49,24 +52,25 @@ class RunToRun:
     per_workload: dict[str, list[float]] = field(default_factory=dict)
     workload_cv: dict[str, float] = field(default_factory=dict)
 
-    def halfwidth(self, percentile: str, value: float) -> float:
-        """The smallest half-width an interval of ``percentile`` at ``value`` may have: NaN
-        where the calibration has no figure for that percentile."""
+    def factor(self, percentile: str) -> float:
+        """The floor's factor for ``percentile``: every interval reaches at least from
+        ``value / factor`` to ``value x factor``. NaN where the calibration has no figure for
+        that percentile."""
         cv = self.cv.get(percentile, math.nan)
         if not math.isfinite(cv) or self.degrees_of_freedom < 1:
             return math.nan
-        return float(student_t.ppf(0.5 + CONFIDENCE / 2, self.degrees_of_freedom)) * cv * value
+        return math.exp(float(student_t.ppf(0.5 + CONFIDENCE / 2, self.degrees_of_freedom)) * cv)
 
     def widen(self, percentile: str, value: float,
               interval: tuple[float, float] | None) -> tuple[float, float] | None:
-        """``interval`` widened to at least ±:meth:`halfwidth` around ``value``; None stays None
-        (too few samples for any interval is not made up for by a floor)."""
+        """``interval`` widened to at least ``value`` divided and multiplied by :meth:`factor`;
+        None stays None (too few samples for any interval is not made up for by a floor)."""
         if interval is None:
             return None
-        half = self.halfwidth(percentile, value)
-        if not math.isfinite(half):
+        factor = self.factor(percentile)
+        if not math.isfinite(factor):
             return interval
-        return min(interval[0], value - half), max(interval[1], value + half)
+        return min(interval[0], value / factor), max(interval[1], value * factor)
 
     def describe(self) -> str:
         """One line: the figures and where they come from."""

@@ -57,28 +57,33 @@ def block_quantile_ci(samples: np.ndarray, block_sizes: Sequence[int], q: float,
     """95% interval of the q-quantile of a run made of independent *blocks* (``block_sizes``
     partitions ``samples`` in order), from how much the blocks disagree.
 
-    Each block's own q-quantile is one repeated measurement, as a whole run's would be (after
-    Kalibera & Jones, "Rigorous Benchmarking in Reasonable Time", 2013: variation is sampled at
-    the level where it arises, here a block with its own warm-up, spread in time). Their
-    standard error, t-distributed with blocks - 1 degrees of freedom, is put around the pooled
-    quantile. Unlike the within-run interval this one widens for what changes between blocks
-    (warm-up state, clocks, neighbours coming and going), which is what the next run will see.
-    None with fewer than two blocks.
+    Each block's median is one repeated measurement of the machine's state, as a whole run's
+    would be (after Kalibera & Jones, "Rigorous Benchmarking in Reasonable Time", 2013: variation
+    is sampled at the level where it arises, here a block with its own warm-up, spread in time).
+    What moves between blocks — clocks, placement, a neighbour — scales a latency
+    distribution, so their disagreement is taken on the log scale: the standard error of the
+    log block medians, t-distributed with blocks - 1 degrees of freedom, is a factor put around
+    the pooled quantile. The interval is therefore never negative, and a block twice as slow
+    widens it by a factor, whatever the quantile's size.
 
-    (Woodruff's interval with blocks as clusters was tried first: mapping an interval of shares
-    back through a narrow distribution with a long tail gave +29% for blocks whose medians were
-    2% apart.)
+    Medians, not the blocks' own q-quantiles: a block of a hundred calls estimates its p99 from
+    its one or two slowest calls, and a t-interval over three such estimates spanned -5.9 to
+    6.9 ms around a 0.5 ms p99. A tail that differs in one block alone is held by the
+    within-run interval instead (:func:`run_quantile_ci`): its slow calls are in the pool, and
+    their clustering lowers the effective sample count. None with fewer than two blocks, or
+    with a median that is not positive.
     """
     sizes = np.asarray(block_sizes, dtype=np.int64)
     blocks = len(sizes)
     if blocks < 2 or int(sizes.sum()) != len(samples) or (sizes < 1).any():
         return None
-    estimates = np.array([np.quantile(block, q)
-                          for block in np.split(samples, np.cumsum(sizes)[:-1])])
-    standard_error = float(np.std(estimates, ddof=1)) / math.sqrt(blocks)
-    half = float(student_t.ppf(0.5 + confidence / 2, blocks - 1)) * standard_error
+    medians = np.array(block_medians(samples, block_sizes))
+    if (medians <= 0).any():
+        return None
+    standard_error = float(np.std(np.log(medians), ddof=1)) / math.sqrt(blocks)
+    factor = math.exp(float(student_t.ppf(0.5 + confidence / 2, blocks - 1)) * standard_error)
     pooled = float(np.quantile(samples, q))
-    return pooled - half, pooled + half
+    return pooled / factor, pooled * factor
 
 
 def _pooled_within_ci(samples: np.ndarray, block_sizes: Sequence[int],
@@ -101,7 +106,8 @@ def run_quantile_ci(samples: np.ndarray, q: float,
                     block_sizes: Sequence[int] = ()) -> tuple[float, float] | None:
     """The interval reported for a quantile: the within-run one (:func:`quantile_ci`; with blocks,
     of the pooled samples), widened to the between-block one (:func:`block_quantile_ci`) when the
-    run was measured in blocks; None when the samples are too few for the within-run one."""
+    run was measured in blocks, and never below the fastest call (:func:`above_fastest`); None
+    when the samples are too few for the within-run one."""
     if len(block_sizes) < 2:
         return quantile_ci(samples, q)
     within = _pooled_within_ci(samples, block_sizes, q)
@@ -110,7 +116,26 @@ def run_quantile_ci(samples: np.ndarray, q: float,
     between = block_quantile_ci(samples, block_sizes, q)
     if between is None:
         return None
-    return min(within[0], between[0]), max(within[1], between[1])
+    return above_fastest((min(within[0], between[0]), max(within[1], between[1])),
+                         float(np.min(samples)))
+
+
+def above_fastest(interval: tuple[float, float] | None,
+                  fastest: float) -> tuple[float, float] | None:
+    """``interval`` with its lower end raised to ``fastest``, the run's fastest call: no
+    percentile of the latencies a run measured lies below the fastest of them, and a bound
+    there (a symmetric interval around a tail value did reach below zero) says nothing."""
+    if interval is None:
+        return None
+    return max(interval[0], fastest), max(interval[1], fastest)
+
+
+def relative_halfwidth(value: float, interval: tuple[float, float] | None) -> float:
+    """The larger distance from ``value`` to an end of ``interval``, relative to ``value``: the
+    precision a percentile was measured to (infinity without an interval or a positive value)."""
+    if interval is None or not value > 0:
+        return math.inf
+    return max(value - interval[0], interval[1] - value) / value
 
 
 def between_run_cv(samples: np.ndarray, block_sizes: Sequence[int]) -> float:
@@ -227,6 +252,11 @@ class LatencyStats:
         underpowered: Whether a cap stopped the run short of ``min_samples``, or a required
             percentile has no CI.
         halves_shift_pct: How far the second half's median lies from the first's, in percent.
+        own_rel_ci: Each percentile's precision as the run reached it: its interval's larger
+            half-width relative to its value (:func:`relative_halfwidth`), before any
+            ``run_to_run`` floor; infinity for a percentile without an interval.
+        extended: Whether the run went on past ``max_seconds`` (up to its ceiling) to reach
+            its sample floor.
         block_sizes: Samples per block, in order (empty for a run of one block).
         block_p50_ms: Each block's median, in order (empty for a run of one block).
         between_run_cv: Spread of the blocks' medians (NaN under two blocks).
@@ -275,6 +305,8 @@ class LatencyStats:
     min_samples: int = 0
     underpowered: bool = False
     halves_shift_pct: float = 0.0
+    own_rel_ci: dict[str, float] = field(default_factory=dict)
+    extended: bool = False
     block_sizes: list[int] = field(default_factory=list)
     block_p50_ms: list[float] = field(default_factory=list)
     between_run_cv: float = math.nan
@@ -288,16 +320,21 @@ class LatencyStats:
         return max(1, len(self.block_sizes))
 
     def why_no_ci(self, quantile: float) -> str:
-        """Why the ``quantile`` has no interval: too few samples, or blocks that disagree."""
+        """Why the ``quantile`` has no interval: too few (effective) samples, or blocks whose
+        medians give no factor (a median that is not positive)."""
         name = next((n for n, q in PERCENTILES if q == quantile), f"the {quantile:g} quantile")
         data = np.asarray(self.samples_ms, dtype=np.float64)
-        if quantile_ci(data, quantile) is None:
-            return (f"{self.n} timed calls are too few for a 95% confidence interval of {name} "
-                    f"(it needs at least {samples_for_ci(quantile)} independent ones; "
-                    f"consecutive calls count for less when they are correlated)")
+        within = (_pooled_within_ci(data, self.block_sizes, quantile) if self.block_sizes
+                  else quantile_ci(data, quantile))
+        if within is None:
+            extended = " (extended to its ceiling)" if self.extended else ""
+            return (f"{self.n} timed calls in {self.seconds:.1f} s{extended} are too few for a "
+                    f"95% confidence interval of {name} (it needs at least "
+                    f"{samples_for_ci(quantile)} independent ones; consecutive calls count for "
+                    f"less when they are correlated)")
         spread = ", ".join(f"{v:.4g}" for v in self.block_p50_ms)
-        return (f"the {self.blocks} measurement blocks disagree too much to bound {name} "
-                f"(block medians {spread} ms)")
+        return (f"the {self.blocks} measurement blocks give {name} no interval (block medians "
+                f"{spread} ms)")
 
     def throughput(self, batch_size: int) -> float:
         """Samples per second at ``batch_size`` from the median latency: what a typical call
@@ -312,13 +349,14 @@ def summarize(samples_ms: Sequence[float], *, seconds: float, target_rel_ci: flo
               timer_overhead_ns: float = float("nan"), check_seconds: float = 0.0,
               min_samples: int = 0, required_quantiles: Sequence[float] = (),
               block_sizes: Sequence[int] = (), window_calls: int = 0,
-              run_to_run: RunToRun | None = None) -> LatencyStats:
+              run_to_run: RunToRun | None = None, extended: bool = False) -> LatencyStats:
     """Every statistic of a latency sample (``samples_ms`` in the order they were taken);
     ``underpowered`` when there are fewer than ``min_samples`` or a ``required_quantiles``
     percentile has no CI. ``block_sizes``, when the run was measured in blocks, partitions the
     samples in order (see :func:`run_quantile_ci`). ``run_to_run``, the device's calibrated
-    run-to-run variation, widens every interval to at least its floor; ``rel_ci`` and
-    ``target_met`` stay the precision the run itself reached."""
+    run-to-run variation, widens every interval to at least its floor; ``rel_ci``,
+    ``own_rel_ci`` and ``target_met`` stay the precision the run itself reached. ``extended``
+    records that the harness went past ``max_seconds`` to reach the floors."""
     if len(samples_ms) == 0:
         raise MeasurementError("no latency samples were taken")
     data = np.asarray(samples_ms, dtype=np.float64)
@@ -332,12 +370,16 @@ def summarize(samples_ms: Sequence[float], *, seconds: float, target_rel_ci: flo
     no_ci = [q for q in required_quantiles
              if (by_quantile[q] if q in by_quantile else run_quantile_ci(data, q, sizes)) is None]
     q25, q75 = np.quantile(ordered, [0.25, 0.75])
-    median_ci = cis["p50"]
-    rel_ci = (math.inf if median_ci is None or values["p50"] <= 0 else
-              max(values["p50"] - median_ci[0], median_ci[1] - values["p50"]) / values["p50"])
+    fastest = float(ordered[0])
+    cis = {name: above_fastest(ci, fastest) for name, ci in cis.items()}
+    # The precision the run itself reached, before the device's run-to-run floor (which is the
+    # same for every candidate of a device and says nothing about this run).
+    own_rel_ci = {name: relative_halfwidth(values[name], cis[name]) for name, _ in PERCENTILES}
+    rel_ci = own_rel_ci["p50"]
     block_p50 = block_medians(data, sizes) if sizes else []
     if run_to_run is not None:
-        cis = {name: run_to_run.widen(name, values[name], cis[name]) for name, _ in PERCENTILES}
+        cis = {name: above_fastest(run_to_run.widen(name, values[name], cis[name]), fastest)
+               for name, _ in PERCENTILES}
     return LatencyStats(
         n=len(data), seconds=seconds,
         p50_ms=values["p50"], p90_ms=values["p90"], p95_ms=values["p95"], p99_ms=values["p99"],
@@ -351,7 +393,7 @@ def summarize(samples_ms: Sequence[float], *, seconds: float, target_rel_ci: flo
         warmup_iters=warmup_iters, warmup_seconds=warmup_seconds, first_call_ms=first_call_ms,
         timer_overhead_ns=timer_overhead_ns, check_seconds=check_seconds,
         min_samples=min_samples, underpowered=len(data) < min_samples or bool(no_ci),
-        halves_shift_pct=halves_shift_pct(data),
+        halves_shift_pct=halves_shift_pct(data), own_rel_ci=own_rel_ci, extended=extended,
         block_sizes=sizes, block_p50_ms=block_p50,
         between_run_cv=_spread(block_p50) if sizes else math.nan,
         window_calls=window_calls or len(data),

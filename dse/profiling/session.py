@@ -2,9 +2,10 @@
 
 In order, on the runner the candidate was measured with (rebuilt from the caches):
 
-1. plain calls: the p50 every operator time is compared with, in the same process — one after
-   each profiled call where the backend's profiler runs in a sibling of the runner (so both
-   share every moment of the machine), else half before the profilers and half after;
+1. plain calls (the runner's timed call, ``Runner.bound_call``, as a trial times it): the p50
+   every operator time is compared with, in the same process — one after each profiled call
+   where the backend's profiler runs in a sibling of the runner (so both share every moment of
+   the machine), else half before the profilers and half after;
 2. the same calls again with Linux ``perf`` attached to this process (counters and sampled call
    stacks), when perf can run here;
 3. the backend's own per-operator profiler (``Backend.profile_ops``), or why there is none;
@@ -91,16 +92,18 @@ def profile_runner(runner: Runner, artifact: Any, example: Any, candidate: Candi
     start = time.time()
     with tempfile.TemporaryDirectory(prefix="dse-profile-") as scratch:
         out = Path(scratch)
-        runs = _run_count(runner, example, settings)
+        # The calls a trial times: the example bound to the runtime once (Runner.bound_call).
+        plain = runner.bound_call(example)
+        runs = _run_count(plain, settings)
         # The plain window in two halves, before and after the profilers: a slow spell of the
         # machine during one window then shows as a difference, not as the profiler's cost.
-        unprofiled = timed_runs(runner.run, example, (runs + 1) // 2)
-        perf, perf_us = _perf_window(runner, example, runs, out, settings)
+        unprofiled = _timed(plain, (runs + 1) // 2)
+        perf, perf_us = _perf_window(plain, runs, out, settings)
         interleaved: list[float] = []
         ops, missing = _backend_profile(runner, artifact, example, candidate, profile,
                                         min(runs, settings.max_profiled_runs), out,
-                                        _timed_call(runner, example, interleaved))
-        unprofiled += timed_runs(runner.run, example, (runs + 1) // 2)
+                                        _timed_call(plain, interleaved))
+        unprofiled += _timed(plain, (runs + 1) // 2)
         notes = []
         if ops is not None and len(interleaved) >= ops.runs:
             unprofiled = interleaved
@@ -118,16 +121,21 @@ def profile_runner(runner: Runner, artifact: Any, example: Any, candidate: Candi
                          files, notes, {"start": start, "end": time.time()})
 
 
-def _run_count(runner: Runner, example: Any, settings: ProfileSettings) -> int:
+def _timed(call: Callable[[], object], runs: int) -> list[float]:
+    """The wall time of each of ``runs`` calls of ``call``, microseconds."""
+    return timed_runs(lambda _: call(), None, runs)
+
+
+def _run_count(call: Callable[[], object], settings: ProfileSettings) -> int:
     """Calls per window: enough to fill ``window_s`` at the runner's speed, within the bounds."""
     for _ in range(3):  # warm: caches, lazily built kernels, the thread pool
-        runner.run(example)
-    per_call_s = sorted(timed_runs(runner.run, example, 3))[1] / 1e6
+        call()
+    per_call_s = sorted(_timed(call, 3))[1] / 1e6
     fitted = int(settings.window_s / max(per_call_s, 1e-7))
     return max(settings.min_runs, min(settings.max_runs, fitted))
 
 
-def _perf_window(runner: Runner, example: Any, runs: int, out: Path,
+def _perf_window(call: Callable[[], object], runs: int, out: Path,
                  settings: ProfileSettings) -> tuple[PerfSection, list[float]]:
     from dse.profiling.perf import PerfWindow
 
@@ -135,14 +143,14 @@ def _perf_window(runner: Runner, example: Any, runs: int, out: Path,
         off = "perf was switched off for this profile"
         return PerfSection(stat_missing=off, record_missing=off), []
     with PerfWindow(os.getpid(), out) as window:
-        timings = timed_runs(runner.run, example, runs)
+        timings = _timed(call, runs)
     return window.section(), timings
 
 
-def _timed_call(runner: Runner, example: Any, into: list[float]) -> Callable[[], None]:
-    """One plain call of ``runner``, its wall time appended to ``into`` (microseconds)."""
+def _timed_call(plain: Callable[[], object], into: list[float]) -> Callable[[], None]:
+    """One plain call, its wall time appended to ``into`` (microseconds)."""
     def call() -> None:
-        into.extend(timed_runs(runner.run, example, 1))
+        into.extend(_timed(plain, 1))
     return call
 
 

@@ -19,6 +19,7 @@ from dse.report.distributions import (
     latency_distributions_figure,
     latency_distributions_info,
 )
+from dse.report.duels import DuelsInfo, duels_info, duels_section
 from dse.report.failures import FailuresInfo, failures_info, failures_table
 from dse.report.front_table import front_table_info
 from dse.report.history import (
@@ -80,6 +81,7 @@ class DashboardInfo(NamedTuple):
     devices: DeviceComparisonInfo | None = None  # None for a single-device campaign
     profiles: TableInfo | None = None  # None when no trial has a profile page beside the page
     failures: FailuresInfo | None = None  # None: not computed (an info made by hand)
+    duels: DuelsInfo | None = None  # None when no duel ran
 
 
 def dashboard_info(study: optuna.Study | Sequence[optuna.Study],
@@ -96,8 +98,10 @@ def dashboard_info(study: optuna.Study | Sequence[optuna.Study],
     front = front_frame(trials, objectives)
     several = trials["device"].nunique() > 1
     provenance = trial_provenance(studies)
+    duels = duels_info(studies)
+    summary = summary_info(trials, campaign, objectives, study_constraints(first))
     return DashboardInfo(
-        summary=summary_info(trials, campaign, objectives, study_constraints(first)),
+        summary=summary._replace(duels=duels.headline) if duels is not None else summary,
         scatter=pareto_scatter_info(trials, objectives, provenance=provenance, front=front),
         parallel=parallel_coordinates_info(trials, objectives),
         front=front_table_info(front, objectives, provenance),
@@ -109,6 +113,7 @@ def dashboard_info(study: optuna.Study | Sequence[optuna.Study],
         screening=screening_table_info(trials),
         devices=device_comparison_info(trials, objectives, front) if several else None,
         failures=failures_info(trials),
+        duels=duels,
     )
 
 
@@ -146,6 +151,8 @@ def dashboard_html(info: DashboardInfo, title: str | None = None) -> str:
     ]
     sections = panel_sections(panels)
     sections.append(Section("Configurations on the front", table_html(info.front), FRONT_ANCHOR))
+    if info.duels is not None:
+        sections.append(duels_section(info.duels))
     if info.failures is not None:
         sections.append(Section("Failed and infeasible trials, by reason",
                                 table_html(failures_table(info.failures)), FAILURES_ANCHOR))

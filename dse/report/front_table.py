@@ -16,11 +16,13 @@ from collections.abc import Hashable, Mapping, Sequence
 import pandas as pd
 import yaml
 
+from dse.columns import DUEL_COLUMN
 from dse.metrics import Direction, find_metric
 from dse.report.table_info import TableInfo
 from dse.report.values import PROVENANCE_KEYS, TrialProvenance, label, plain, trial_keys
 from dse.results import (
     PARAM_PREFIX,
+    duel_text,
     has_unclean,
     metric_column,
     metric_columns,
@@ -67,10 +69,14 @@ def front_table_info(front: pd.DataFrame, objectives: Sequence[str],
     quality = ["measurement_quality"] if has_unclean(front) else []
     folded = [column for column in [*params, *others, *quality] if front[column].notna().any()]
     shown = [column for column in ["trial", "device", *first] if front[column].notna().any()]
+    # A front point a duel ordered against another says so beside its configuration.
+    dueled = [DUEL_COLUMN] if DUEL_COLUMN in front and front[DUEL_COLUMN].notna().any() else []
     headings = ([objective_heading(_metric(c, objectives)) if c in first else c for c in shown]
-                + [CONFIGURATION] + [c.removeprefix(PARAM_PREFIX) for c in folded])
+                + [CONFIGURATION] + ["duel" for _ in dueled]
+                + [c.removeprefix(PARAM_PREFIX) for c in folded])
     records = front.to_dict("records")
     rows = [[label(record[c]) for c in shown] + [configuration_text(record, varying)]
+            + [duel_text(record[c]) for c in dueled]
             + [label(record[c]) for c in folded] for record in records]
     configs = [baseline_yaml({name: record[name] for name in params}, _yaml_comment(record))
                for record in records]
@@ -82,7 +88,8 @@ def front_table_info(front: pd.DataFrame, objectives: Sequence[str],
         facts = [[f"{key}: {found[key]}" for key in PROVENANCE_KEYS if key in found]
                  for found in (provenance.get(key, {}) for key in trial_keys(front))]
     return TableInfo(headings, rows, None, deploy_yaml=configs, note=note,
-                     shown=len(shown) + 1, provenance=facts, prose=(len(shown),))
+                     shown=len(shown) + 1 + len(dueled), provenance=facts,
+                     prose=tuple(range(len(shown), len(shown) + 1 + len(dueled))))
 
 
 def configuration_text(record: Mapping[Hashable, object], varying: Sequence[str]) -> str:

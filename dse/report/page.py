@@ -84,6 +84,8 @@ def header_html(summary: SummaryInfo, failures: tuple[str, int] | None = None) -
                                  f"last finished {last}"))
     if summary.quality:
         lines.append("measurement: " + html.escape(summary.quality))
+    if summary.duels:
+        lines.append("duels: " + html.escape(summary.duels))
     return "\n".join(f'<p class="meta">{line}</p>' for line in lines)
 
 

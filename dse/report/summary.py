@@ -49,6 +49,8 @@ class SummaryInfo(NamedTuple):
     """Trials that carry an earlier trial's result (``reused_from``: a repeat of a candidate
     measured before, or a failure of its architecture): counted among ``trials`` and their
     status, so the header says how many measured nothing."""
+    duels: str = ""
+    """What the duels of close calls decided (:func:`dse.results.duel_summary`); "" for none."""
 
 
 class DeviceComparisonInfo(NamedTuple):

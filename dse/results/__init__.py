@@ -14,6 +14,7 @@ from dse.columns import (
     metric_name,
     param_columns,
 )
+from dse.results.duels import duel_summary, duel_text
 from dse.results.export import load_campaign, load_study, write_results
 from dse.results.fidelity import ScreeningSummary, screening_summary
 from dse.results.table import (
@@ -38,6 +39,8 @@ __all__ = [
     "atomic_write_text",
     "competing_mask",
     "constraint_columns",
+    "duel_summary",
+    "duel_text",
     "front_frame",
     "has_unclean",
     "load_campaign",

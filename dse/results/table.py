@@ -35,7 +35,8 @@ from dse.metrics import (
     find_metric,
 )
 from dse.results.dtypes import is_missing, text_column, typed_column
-from dse.search.pareto import pareto_mask
+from dse.results.duels import duel_columns
+from dse.search.pareto import front_mask
 
 # Candidate fields shown first, in this order; arch and knobs follow, then fields unknown to us.
 _LEADING_FIELDS = ("family", "backend", "precision", "batch_size")
@@ -106,8 +107,9 @@ def trials_frame(study: optuna.Study | Sequence[optuna.Study]) -> pd.DataFrame:
         "reason": text_column([row.text["reason"] for row in rows]),
         "missing": text_column([row.text["missing"] for row in rows]),
         "feasible": pd.Series([row.feasible for row in rows], dtype="bool"),
-        # ok | disturbed | underpowered | unstable, for trials the harness measured (the worker's
-        # provenance says why); empty for others (an evaluator's, or from before it existed).
+        # ok | disturbed | underpowered | unstable | imprecise, for trials the harness measured
+        # (the worker's provenance says why); empty for others (an evaluator's, or from before
+        # it existed).
         "measurement_quality": text_column(
             [row.trial.user_attrs.get("measurement_quality") for row in rows]),
         "quality_blocks_front": pd.Series(
@@ -142,6 +144,7 @@ def trials_frame(study: optuna.Study | Sequence[optuna.Study]) -> pd.DataFrame:
             columns[name] = (text_column(values) if name == "fidelity"
                              else pd.Series([np.nan if v is None else float(v) for v in values],
                                             dtype="float64"))
+    columns.update(duel_columns(study, [row.trial.number for row in rows]))
     return pd.DataFrame(columns, index=pd.RangeIndex(len(rows)))
 
 
@@ -152,7 +155,8 @@ def front_frame(trials: pd.DataFrame, objectives: Sequence[str]) -> pd.DataFrame
 
     Only measured, feasible trials compete: state COMPLETE, status ok, ``feasible`` true. An
     infeasible trial never dominates, however good its values. Rows missing an objective value are
-    left out; an objective no trial measured gives an empty front.
+    left out; an objective no trial measured gives an empty front. Where a duel decided two
+    trials' order on an objective (the ``duels`` column), that order decides it, not their values.
     """
     columns = [metric_column(name) for name in objectives]
     if any(column not in trials.columns for column in columns):
@@ -163,8 +167,7 @@ def front_frame(trials: pd.DataFrame, objectives: Sequence[str]) -> pd.DataFrame
     # Each device has its own front: a design is compared with the others on the same device.
     fronts = []
     for _, rows in competing.groupby(competing["device"].astype("string").fillna(""), sort=True):
-        values = rows[columns].astype("float64").to_numpy()
-        fronts.append(rows[pareto_mask(values, objectives)])
+        fronts.append(rows[front_mask(rows, objectives)])
     if not fronts:
         return trials.iloc[0:0].reset_index(drop=True)
     front = pd.concat(fronts)
@@ -178,29 +181,55 @@ def has_unclean(rows: pd.DataFrame) -> bool:
         (rows["measurement_quality"].fillna("ok") != "ok").any())
 
 
+#: Failure reasons the summary line names, most frequent first; the rest are counted.
+TOP_REASONS = 2
+
+
 def quality_summary(trials: pd.DataFrame) -> str:
-    """One line on how cleanly the measured trials were measured ("31 of 32 trials measured
-    cleanly; 1 disturbed, re-measured twice"), or "" when the harness measured none."""
+    """One line on how every trial ended and how cleanly the measured ones were measured ("32
+    trials: 27 measured cleanly (3 after re-measuring), 1 imprecise, 1 underpowered (kept off the
+    front); 2 failed (2: <reason>); 1 reused an earlier result"), or "" when the harness measured
+    none (a campaign of evaluators)."""
     if "measurement_quality" not in trials.columns:
         return ""
-    measured = trials[trials["measurement_quality"].notna() & trials["reused_from"].isna()]
+    fresh = trials[trials["reused_from"].isna()]
+    measured = fresh[fresh["measurement_quality"].notna()]
     if measured.empty:
         return ""
     labels = measured["measurement_quality"].astype(str)
-    clean = int((labels == "ok").sum())
-    parts = [f"{count} {label}" for label, count in labels[labels != "ok"].value_counts()
-             .sort_index().items()]
-    line = f"{clean} of {len(measured)} trials measured cleanly"
-    if parts:
-        blocked = int(measured["quality_blocks_front"].sum())
-        line += "; " + ", ".join(parts)
-        line += (" (kept off the front)" if blocked == len(measured) - clean
-                 else " (allowed on the front)" if blocked == 0 else "")
     again = measured["remeasures"].fillna(0).astype(int)
-    if again.sum():
-        line += (f"; {int((again > 0).sum())} trial(s) re-measured after a disturbed or "
-                 f"unstable window ({int(again.sum())} re-measurement(s))")
-    return line
+    clean = labels == "ok"
+    line = f"{len(trials)} trials: {int(clean.sum())} measured cleanly"
+    if int((again[clean] > 0).sum()):
+        line += f" ({int((again[clean] > 0).sum())} after re-measuring)"
+    unclean = [f"{count} {label}" for label, count in labels[~clean].value_counts()
+               .sort_index().items()]
+    if unclean:
+        blocked = int(measured["quality_blocks_front"].sum())
+        line += ", " + ", ".join(unclean)
+        line += (" (kept off the front)" if blocked == int((~clean).sum())
+                 else " (allowed on the front)" if blocked == 0 else "")
+    if int(again.sum()):
+        line += f"; {int(again.sum())} re-measurement(s) in all"
+    parts = [_failures(fresh[fresh["status"] == "failed"])]
+    infeasible = int((fresh["status"] == "infeasible").sum())
+    parts.append(f"{infeasible} infeasible" if infeasible else "")
+    reused = len(trials) - len(fresh)
+    parts.append(f"{reused} reused an earlier result" if reused else "")
+    return "; ".join([line, *(part for part in parts if part)])
+
+
+def _failures(failed: pd.DataFrame) -> str:
+    """"N failed (k: reason; ...)": the most frequent reasons whole, the others counted."""
+    if failed.empty:
+        return ""
+    # Equal counts keep the order the reasons first came in (value_counts' sort is stable).
+    reasons = failed["reason"].fillna("no reason recorded").astype(str).value_counts()
+    named = "; ".join(f"{int(count)}: {reason}" for reason, count
+                      in reasons.iloc[:TOP_REASONS].items())
+    others = len(reasons) - TOP_REASONS
+    more = f"; {others} other reason(s)" if others > 0 else ""
+    return f"{len(failed)} failed ({named}{more})"
 
 
 def _remeasures(trial: optuna.trial.FrozenTrial) -> int | None:

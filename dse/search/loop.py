@@ -28,6 +28,7 @@ from dse.farm.isolation import NodeLock, current_node_id
 from dse.measurement import Measurement
 from dse.search.candidate_space import space_counter
 from dse.search.device_search import DeviceSearch, KnownResult
+from dse.search.duel_records import read_records
 from dse.search.failure_stops import FailureStops
 from dse.search.interrupts import StickyInterrupt
 from dse.search.screening import FrontTracker, fidelity_attrs, screening_request
@@ -109,7 +110,8 @@ class SearchLoop:
             self.objectives + [c.metric for c in self.space.constraints])
         # Screening saves device time; an evaluator or replay table spends none.
         self.searches = {p.name: DeviceSearch(
-            p, studies[p.name], FrontTracker(self.objectives, self.space.constraints)
+            p, studies[p.name], FrontTracker(self.objectives, self.space.constraints,
+                                             read_records(studies[p.name].user_attrs))
             if self.screening.enabled and p.name not in self.evaluated else None,
             self.objectives, self.space.constraints, self.measurement.non_ok_on_front,
             space_counter(self.space, p, capabilities=p.name not in self.evaluated))

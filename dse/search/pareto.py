@@ -16,9 +16,17 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from dse.columns import competing_mask, metric_column
-from dse.dominance import exclusive_volume, insert_nondominated, nondominated, undominated, volume
+from dse.columns import DUEL_COLUMN, competing_mask, metric_column
+from dse.dominance import (
+    Overrides,
+    exclusive_volume,
+    insert_nondominated,
+    nondominated,
+    undominated,
+    volume,
+)
 from dse.metrics import Direction, metric
+from dse.search.duel_records import table_overrides
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -33,7 +41,8 @@ CI_COLUMNS: dict[str, tuple[str, str]] = {
 REFERENCE_MARGIN = 0.1
 
 
-def pareto_mask(values: npt.ArrayLike, objectives: Sequence[str]) -> npt.NDArray[np.bool_]:
+def pareto_mask(values: npt.ArrayLike, objectives: Sequence[str], *,
+                overrides: Overrides | None = None) -> npt.NDArray[np.bool_]:
     """True for each row not dominated by another row.
 
     ``values`` has one row per candidate and one column per objective, in the order of
@@ -43,6 +52,8 @@ def pareto_mask(values: npt.ArrayLike, objectives: Sequence[str]) -> npt.NDArray
     Args:
         values: One row per candidate, one column per objective, in metric units.
         objectives: The metric names of the columns (built-in or declared).
+        overrides: Pairs of rows whose order a duel decided on some objectives, which that
+            order decides instead of their values (:data:`dse.dominance.Overrides`).
 
     Returns:
         One boolean per row: True where no other row dominates it.
@@ -63,11 +74,12 @@ def pareto_mask(values: npt.ArrayLike, objectives: Sequence[str]) -> npt.NDArray
         [True, True, False, False]
     """
     points = _as_minimization(values, objectives)
-    return undominated(points, points, points)
+    return undominated(points, points, points, overrides)
 
 
 def noise_aware_mask(values: npt.ArrayLike, lows: npt.ArrayLike, highs: npt.ArrayLike,
-                     objectives: Sequence[str]) -> npt.NDArray[np.bool_]:
+                     objectives: Sequence[str], *,
+                     overrides: Overrides | None = None) -> npt.NDArray[np.bool_]:
     """True for each row that no other row dominates beyond the measurements' noise.
 
     ``lows`` and ``highs`` have the shape of ``values``: each point's confidence-interval bounds
@@ -82,6 +94,8 @@ def noise_aware_mask(values: npt.ArrayLike, lows: npt.ArrayLike, highs: npt.Arra
         lows: The lower CI bound of each value (NaN: none).
         highs: The upper CI bound of each value (NaN: none).
         objectives: The metric names of the columns (built-in or declared).
+        overrides: Pairs of rows whose order a duel decided on some objectives, which that
+            order decides instead of their intervals (:data:`dse.dominance.Overrides`).
 
     Returns:
         One boolean per row: True where no other row dominates it beyond the noise.
@@ -113,7 +127,7 @@ def noise_aware_mask(values: npt.ArrayLike, lows: npt.ArrayLike, highs: npt.Arra
     # skip NaN, so a missing bound leaves the value itself.
     pessimistic = np.fmax(points, np.fmax(*bounds))
     optimistic = np.fmin(points, np.fmin(*bounds))
-    return undominated(points, pessimistic, optimistic)
+    return undominated(points, pessimistic, optimistic, overrides)
 
 
 def hypervolume(points: npt.ArrayLike, objectives: Sequence[str],
@@ -260,6 +274,8 @@ def pareto_front(trials: pd.DataFrame, objectives: Sequence[str], *,
     dominate; rows missing an objective value are left out, and an objective no trial measured
     gives an empty front. ``noise_aware=True`` uses :func:`noise_aware_mask` with the bounds of
     :data:`CI_COLUMNS` (an absent bound column counts as exact), a superset of the strict front.
+    Where a duel ordered two rows on an objective (the table's ``duels`` column), its verdict
+    decides them there (:func:`front_mask`).
 
     Args:
         trials: A trials table (:func:`dse.results.trials_frame`): ``trial``, ``device``,
@@ -292,17 +308,25 @@ def pareto_front(trials: pd.DataFrame, objectives: Sequence[str], *,
     competing = trials[_competing(trials)]
     fronts = []
     for _, rows in competing.groupby(competing["device"].astype("string").fillna(""), sort=True):
-        values = rows[columns].astype("float64").to_numpy()
-        if noise_aware:
-            lows, highs = _ci_bounds(rows, objectives)
-            mask = noise_aware_mask(values, lows, highs, objectives)
-        else:
-            mask = pareto_mask(values, objectives)
-        fronts.append(rows[mask])
+        fronts.append(rows[front_mask(rows, objectives, noise_aware=noise_aware)])
     if not fronts:
         return trials.iloc[0:0].reset_index(drop=True)
     front = pd.concat(fronts)
     return front.sort_values([*columns, "trial"], kind="mergesort").reset_index(drop=True)
+
+
+def front_mask(rows: pd.DataFrame, objectives: Sequence[str], *,
+               noise_aware: bool = False) -> npt.NDArray[np.bool_]:
+    """The front of one device's competing ``rows`` (a trials table's), strict or noise-aware,
+    with the verdicts of the duels between them (the table's ``duels`` column, where it has
+    one) deciding their order on the objectives each decided."""
+    values = rows[[_column(name) for name in objectives]].astype("float64").to_numpy()
+    overrides = (table_overrides(rows["trial"].tolist(), rows[DUEL_COLUMN].tolist(), objectives)
+                 if DUEL_COLUMN in rows.columns and "trial" in rows.columns else None)
+    if not noise_aware:
+        return pareto_mask(values, objectives, overrides=overrides)
+    lows, highs = _ci_bounds(rows, objectives)
+    return noise_aware_mask(values, lows, highs, objectives, overrides=overrides)
 
 
 def _signs(objectives: Sequence[str]) -> FloatArray:

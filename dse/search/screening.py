@@ -24,6 +24,7 @@ import numpy as np
 
 from dse.farm.screening import FrontPoint, Screening
 from dse.metrics import Direction, is_measured, metric
+from dse.search.duel_records import DuelRecord, record_overrides
 from dse.search.pareto import CI_COLUMNS, noise_aware_mask
 from dse.spec.models import ConstraintSpec, ScreeningSpec
 
@@ -33,11 +34,14 @@ CI_QUANTILES: dict[str, float] = {"latency_p50_ms": 0.5, "latency_p99_ms": 0.99}
 
 
 class FrontTracker:
-    """One device's fully measured, feasible trials, and the noise-aware front they make."""
+    """One device's fully measured, feasible trials, and the noise-aware front they make (the
+    verdicts of the device's earlier duels, ``duels``, deciding the pairs they ordered)."""
 
-    def __init__(self, objectives: Sequence[str], constraints: Sequence[ConstraintSpec]) -> None:
+    def __init__(self, objectives: Sequence[str], constraints: Sequence[ConstraintSpec],
+                 duels: Sequence[DuelRecord] = ()) -> None:
         self.objectives = list(objectives)
         self.constraints = list(constraints)
+        self.duels = list(duels)
         self.maximize = [metric(name).direction is Direction.MAXIMIZE for name in objectives]
         self._trials: list[int] = []
         self._rows: list[tuple[list[float], list[float], list[float]]] = []
@@ -74,7 +78,9 @@ class FrontTracker:
     def _compute(self) -> tuple[FrontPoint, ...]:
         values, lows, highs = (np.array([row[i] for row in self._rows], dtype=np.float64)
                                for i in range(3))
-        mask = noise_aware_mask(values, lows, highs, self.objectives)
+        mask = noise_aware_mask(values, lows, highs, self.objectives,
+                                overrides=record_overrides(self._trials, self.duels,
+                                                           self.objectives))
         points = []
         for keep, trial, row in zip(mask, self._trials, self._rows, strict=True):
             if keep:

@@ -14,6 +14,7 @@ from pydantic import (
     model_validator,
 )
 
+from dse.spec.duel_models import DuelSpec
 from dse.spec.fields import (
     NAME_PATTERN,
     PERCENTILE_METRIC,
@@ -201,6 +202,15 @@ class InterferenceSpec(Strict):
                                       "to pass.")
 
 
+#: The relative half-width each percentile's interval must reach by default (``precision``):
+#: what separates a shared VM's ordinary runs from broken ones. On the 2-core development VM,
+#: whose speed moves by up to a third between seconds, quiet runs of the quickstart's candidates
+#: ended within these after at most one re-measurement, while the tails that misled a front read
+#: ±117% to ±1,287% (docs/benchmarks.md). A dedicated device can be held tighter.
+DEFAULT_PRECISION: dict[PercentileName, float] = {"p50": 0.25, "p90": 0.35, "p95": 0.4,
+                                                  "p99": 0.5, "p999": 0.75}
+
+
 class MeasureSpec(Strict):
     """How each candidate is timed: adaptive single-stream latency, optional offline and
     sustained runs."""
@@ -214,8 +224,26 @@ class MeasureSpec(Strict):
                                description="Fewest seconds of timing.")
     max_seconds: float = Field(
         default=5.0, gt=0, allow_inf_nan=False,
-        description="Most seconds of timing (a cap: a run it stops below a floor is "
-                    "underpowered).")
+        description="Most seconds of timing spent on precision (the median's target_rel_ci and "
+                    "the percentiles' precision); a run still short of its sample floors goes "
+                    "on, up to max_extension times this.")
+    max_extension: float = Field(
+        default=4.0, ge=1, le=100, allow_inf_nan=False,
+        description="A run that has not reached its sample floors (the calls a percentile's "
+                    "interval needs: p99 368 independent ones) within max_seconds goes on up to "
+                    "this multiple of max_seconds, as on a slower machine it must; one still "
+                    "short is underpowered: re-measured once, kept with its values, off the "
+                    "front. 1: never extend.")
+    precision: dict[PercentileName, float] = Field(
+        default_factory=lambda: dict(DEFAULT_PRECISION),
+        description="The relative half-width each percentile's 95% interval must reach for a "
+                    "trial to count as measured precisely (the larger side, relative to the "
+                    "value, from the run itself before any run-to-run floor), for the "
+                    "percentiles in `percentiles`; a percentile left out keeps its default "
+                    f"({', '.join(f'{k} {v:g}' for k, v in DEFAULT_PRECISION.items())}). The "
+                    "run aims for it within max_seconds; a trial that misses it is re-measured "
+                    "once with a longer window and, if still short, is imprecise: kept, shown "
+                    "apart, off the front.")
     warmup_max_seconds: float = Field(
         default=1.0, ge=0, allow_inf_nan=False,
         description="Cap on the warm-up that runs until the median settles.")
@@ -258,12 +286,28 @@ class MeasureSpec(Strict):
     non_ok_on_front: bool = Field(
         default=False,
         description="Let trials whose measurement is not clean (measurement_quality "
-                    "disturbed, underpowered or unstable) onto the reported front; by default "
+                    "disturbed, underpowered, unstable or imprecise) onto the reported front; by default "
                     "they are kept in every table, shown apart, and off the front.")
     sustained_seconds: float = Field(
         default=0.0, ge=0, allow_inf_nan=False,
         description="Run the candidate this long without pause and report latency drift beside "
                     "thermal telemetry (0: no sustained run).")
+    duels: DuelSpec = Field(
+        default_factory=DuelSpec,
+        description="Paired duels of close calls at the end of each device's search: two "
+                    "candidates on or near the front whose intervals overlap on a timing "
+                    "objective, timed again in alternating short blocks, their order decided "
+                    "from the paired ratio; the fronts use the verdict.")
+
+    @field_validator("precision", mode="after")
+    @classmethod
+    def _precision_with_defaults(
+            cls, value: dict[PercentileName, float]) -> dict[PercentileName, float]:
+        for name, target in value.items():
+            if not 0 < target < 100:
+                raise ValueError(f"precision of {name} must lie in (0, 100) (a relative "
+                                 f"half-width: 0.1 is ±10%), got {target}")
+        return {**DEFAULT_PRECISION, **value}
 
     @model_validator(mode="after")
     def _ordered(self) -> MeasureSpec:
@@ -307,14 +351,25 @@ class MeasureSpec(Strict):
 
         return tuple(percentile_quantile(name) for name in self.percentiles or ["p50"])
 
+    def required_precision(self) -> dict[str, float]:
+        """The precision each percentile of :attr:`percentiles` must reach (p50 alone where
+        none are set), by percentile name."""
+        names: list[PercentileName] = self.percentiles or ["p50"]
+        return {str(name): self.precision[name] for name in names}
+
     def latency_arguments(self) -> dict[str, Any]:
         """The keyword arguments of ``dse.measure_latency`` that this protocol sets: one mapping
         from the YAML to the harness, for every caller that times a candidate under it."""
+        from dse.order_statistics import percentile_quantile
+
         return {"target_rel_ci": self.target_rel_ci, "min_iters": self.min_iters,
                 "max_iters": self.max_iters, "min_seconds": self.min_seconds,
                 "max_seconds": self.max_seconds, "warmup_max_seconds": self.warmup_max_seconds,
                 "required_quantiles": self.required_quantiles(), "blocks": self.blocks,
-                "block_gap_s": self.block_gap_s, "timer": self.timer}
+                "block_gap_s": self.block_gap_s, "timer": self.timer,
+                "max_extension": self.max_extension,
+                "precision": {percentile_quantile(name): target
+                              for name, target in self.required_precision().items()}}
 
 
 class FarmSpec(Strict):

@@ -95,3 +95,28 @@ def check_runner(runner: Runner, precision: str, images: np.ndarray,
         worst = float(np.abs(everything - reference).max())
         assert worst <= tolerance.atol, f"{precision}: max |logit - fp32| = {worst:.3g}"
     assert_decisions_agree(everything, reference, tolerance, precision)
+    check_bound_call(runner, images[:batch], logits)
+
+
+def check_bound_call(runner: Runner, batch: np.ndarray, logits: np.ndarray) -> None:
+    """The timed call (``Runner.bound_call``) on ``batch`` gives ``logits``, ``run``'s for it,
+    as float32 of the same shape, on its first call and on later ones."""
+    call = runner.bound_call(batch)
+    for _ in range(3):
+        got = np.array(call())
+        assert got.dtype == np.float32
+        assert got.shape == logits.shape
+        np.testing.assert_array_equal(got, logits)
+
+
+def bound_results(runner: Runner, batches: list[np.ndarray], calls: int) -> list[np.ndarray]:
+    """``calls`` rounds over one bound call per batch, each round calling every binding in turn
+    and ``run`` on the first batch between them (a binding shares the runtime's input tensor with
+    ``run`` and the other bindings in some runtimes); every result, copied."""
+    bound = [runner.bound_call(batch) for batch in batches]
+    results = []
+    for _ in range(calls):
+        for call in bound:
+            results.append(np.array(call()))
+            runner.run(batches[0])
+    return results

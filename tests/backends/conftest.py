@@ -70,6 +70,27 @@ def fp32_artifacts(artifact_for: ArtifactFor) -> dict[str, Artifact]:
     return {backend: artifact_for(backend, "fp32") for backend in sorted(BACKENDS)}
 
 
+# OpenVINO runs fp16 and bf16 only on a CPU with the arithmetic for it (its backend refuses the
+# others, rightly); which the CPU has is OpenVINO's OPTIMIZATION_CAPABILITIES.
+_OPENVINO_CAPABILITY = {"fp16": "FP16", "bf16": "BF16"}
+
+
+def cpu_lacks(backend: str, precision: str) -> str:
+    """Why this machine's CPU cannot run ``backend`` at ``precision`` (a test then skips), or
+    ""; only what the hardware decides, never what dse's capability table says."""
+    needed = _OPENVINO_CAPABILITY.get(precision) if backend == "openvino" else None
+    if needed is None:
+        return ""
+    import openvino
+
+    found = [str(item) for item in
+             openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")]
+    if needed in found:
+        return ""
+    return (f"this CPU lacks {precision} arithmetic (no {needed} in OpenVINO's "
+            f"OPTIMIZATION_CAPABILITIES: {', '.join(found)})")
+
+
 @pytest.fixture(scope="session")
 def runner_pool(artifact_for: ArtifactFor) -> Iterator[RunnerFor]:
     """(backend, precision) -> a runner compiled once per session for ``CPU_PROFILE``.
@@ -82,6 +103,9 @@ def runner_pool(artifact_for: ArtifactFor) -> Iterator[RunnerFor]:
     runners: dict[tuple[str, str], Runner] = {}
 
     def get(backend: str, precision: str) -> Runner:
+        lacking = cpu_lacks(backend, precision)
+        if lacking:
+            pytest.skip(lacking)
         if (backend, precision) not in runners:
             compiler = get_backend(backend)
             knobs = {} if precision == "fp32" else {compiler.thread_knob: 1}

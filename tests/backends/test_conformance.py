@@ -9,6 +9,7 @@ per backend and precision); knob errors are raised before any compile, so those 
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,7 +21,7 @@ from dse.build import Artifact
 from dse.exceptions import BuildError
 from dse.quality.digits import DigitsSplit
 from dse.spec import HardwareProfile
-from tests.backends._suite import check_runner
+from tests.backends._suite import bound_results, check_runner
 from tests.backends.conftest import COMPARED_IMAGES, POOL_BATCH, RunnerFor
 
 CPU_COMBINATIONS = sorted((backend, precision) for (backend, precision, kind), entry
@@ -110,6 +111,56 @@ def test_concurrent_runs_give_the_sequential_results(runner: Runner,
         np.testing.assert_array_equal(result, expected)
 
 
+def test_bound_calls_keep_their_batch_across_calls_and_runs(runner: Runner,
+                                                           backends_split: DigitsSplit) -> None:
+    # Two bindings and run() between them, many times over: each binding gives its own batch's
+    # logits every time, however the runtime shares its input tensor among them.
+    batches = [backends_split.x_test[i:i + POOL_BATCH] for i in (0, POOL_BATCH)]
+    want = [runner.run(batch) for batch in batches]
+    results = bound_results(runner, batches, calls=50)
+    assert len(results) == 100
+    for index, result in enumerate(results):
+        np.testing.assert_array_equal(result, want[index % 2])
+
+
+def test_a_bound_call_holds_its_own_copy_of_the_batch(runner: Runner,
+                                                      backends_split: DigitsSplit) -> None:
+    # The binding copies the batch once: a caller reusing its array for the next request does
+    # not change what the bound call computes.
+    batch = np.array(backends_split.x_test[:POOL_BATCH], dtype=np.float32)
+    want = runner.run(batch)
+    call = runner.bound_call(batch)
+    np.testing.assert_array_equal(np.array(call()), want)
+    batch[:] = backends_split.x_test[POOL_BATCH:2 * POOL_BATCH]
+    np.testing.assert_array_equal(np.array(call()), want)
+
+
+def test_a_bound_call_takes_one_batch_of_the_batch_size(runner: Runner,
+                                                        backends_split: DigitsSplit) -> None:
+    with pytest.raises(ValueError, match=f"one batch of {POOL_BATCH}"):
+        runner.bound_call(backends_split.x_test[:POOL_BATCH - 1])
+
+
+def test_concurrent_bound_calls_give_the_sequential_results(runner: Runner,
+                                                            backends_split: DigitsSplit) -> None:
+    # The offline scenario calls the timed call from several threads at once: every call must
+    # still return its binding's logits (a barrier starts the threads together; fixed counts).
+    batches = [backends_split.x_test[i:i + POOL_BATCH] for i in (0, POOL_BATCH)]
+    want = [runner.run(batch) for batch in batches]
+    bound = [runner.bound_call(batch) for batch in batches]
+    threads = 4
+    barrier = threading.Barrier(threads)
+
+    def worker(slot: int) -> list[bool]:
+        barrier.wait()
+        return [bool(np.array_equal(np.array(bound[(slot + i) % 2]()), want[(slot + i) % 2]))
+                for i in range(40)]
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        agreed = [ok for oks in pool.map(worker, range(threads)) for ok in oks]
+    assert agreed == [True] * (threads * 40)
+
+
 def test_describe_gives_provenance(runner: Runner, combination: tuple[str, str],
                                    cpu_profile: HardwareProfile) -> None:
     backend, precision = combination
@@ -162,8 +213,12 @@ def test_close_is_idempotent_and_final(runner: Runner, backends_split: DigitsSpl
     # close() drops what the runner holds; a shallow copy shares the session, so closing the copy
     # tests the contract on the real class without a second compile of the pooled runner.
     doomed = copy.copy(runner)
+    bound = doomed.bound_call(backends_split.x_test[:POOL_BATCH])
+    bound()
     doomed.close()
     doomed.close()
     with pytest.raises(RuntimeError, match="closed"):
         doomed.run(backends_split.x_test[:1])
+    with pytest.raises(RuntimeError, match="closed"):
+        bound()
     assert runner.run(backends_split.x_test[:1]).shape == (1, 10)

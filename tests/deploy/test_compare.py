@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from dse.deploy.compare import checked_latencies, compare, compare_accuracy, compare_latency
 from dse.deploy.manifest import manifest_problems, write_manifest
 from dse.deploy.standalone import requirements_text
+
+if TYPE_CHECKING:
+    from dse.bundle_verify import VerifyReport
+    from dse.deploy.exported import VerifiedModel
 
 
 def _latency(p50: float, low: float, high: float) -> dict[str, float]:
@@ -84,14 +89,28 @@ def test_requirements_pin_the_exported_versions_and_torch_s_own_index() -> None:
                                  "absent-here"]
 
 
-def _judged(flags: str, p50_now: float) -> tuple[str, str]:
-    """The verdict ``dse verify`` gives a measurement with these quality flags."""
+def _verified(flags: str, p50_now: float, pid: str = "1") -> VerifiedModel:
+    """What a worker hands back of one run, with these quality flags and this p50."""
+    from dse.deploy.exported import VerifiedModel
+    from dse.measurement import Measurement
+
+    now = _latency(p50_now, p50_now * 0.99, p50_now * 1.01)
+    quality = flags.split(",")[0] or "ok"
+    measurement = Measurement("c", "ok", metrics=now,
+                              provenance={"measurement_flags": flags, "disturbed":
+                                          str("disturbed" in flags), "pid": pid,
+                                          "measurement_quality": quality,
+                                          "disturbance": "other processes used 50%"})
+    return VerifiedModel(measurement, 0.0, 1.0, {})
+
+
+def _judged(results: list[VerifiedModel], needed: int = 1) -> VerifyReport:
+    """The report ``dse verify`` gives these runs."""
     import numpy as np
 
     from dse.bundle_verify import _judged as judged
     from dse.deploy.bundle_read import Bundle
-    from dse.deploy.exported import CarriedData, VerifiedModel
-    from dse.measurement import Measurement
+    from dse.deploy.exported import CarriedData
     from dse.spec import HardwareProfile
 
     zeros = np.zeros((2, 3), dtype=np.float32)
@@ -100,22 +119,30 @@ def _judged(flags: str, p50_now: float) -> tuple[str, str]:
                                 "device": {"fingerprint": {}}},
                     {"metrics": RECORDED, "objectives": ["latency_p50_ms"]}, b"",
                     CarriedData(zeros, None, zeros, zeros))
-    now = _latency(p50_now, p50_now * 0.99, p50_now * 1.01)
-    measurement = Measurement("c", "ok", metrics=now,
-                              provenance={"measurement_flags": flags, "disturbed":
-                                          str("disturbed" in flags),
-                                          "disturbance": "other processes used 50%"})
     profile = HardwareProfile(name="local-cpu", kind="cpu", backends=["onnxruntime"],
                               precisions=["fp32"])
-    found = judged(bundle, profile, VerifiedModel(measurement, 0.0, 1.0, {}), 0.10, 0.01)
-    return found.verdict, found.reason
+    return judged(bundle, profile, results, 0.10, 0.01, needed=needed)
 
 
 def test_a_disturbed_window_cannot_certify_a_pass() -> None:
     """Other work took the device's CPU even after re-measuring: a pass would certify nothing
     (the measured figure may hide a regression), so the verdict is inconclusive, exit 1; a
     regression measured on a busy device is still reported as one."""
-    verdict, reason = _judged("disturbed", 1.0)
-    assert verdict == "inconclusive" and "other processes used 50%" in reason
-    assert _judged("disturbed", 2.0)[0] == "regressed"
-    assert _judged("underpowered", 1.0) == ("pass", "")
+    found = _judged([_verified("disturbed", 1.0)])
+    assert found.verdict == "inconclusive" and "other processes used 50%" in found.reason
+    assert _judged([_verified("disturbed", 2.0)]).verdict == "regressed"
+    found = _judged([_verified("underpowered", 1.0)])
+    assert (found.verdict, found.reason) == ("pass", "")
+    assert any(note.startswith("run 1 was measured underpowered") for note in found.notes)
+
+
+def test_the_report_says_what_the_fresh_runs_found() -> None:
+    """A first run 50 % slower, a fresh one as recorded: pass, each run in the report with its
+    worker process, the confirmation in one line."""
+    found = _judged([_verified("", 1.5, pid="11"), _verified("", 1.0, pid="12")], needed=3)
+    assert (found.verdict, found.exit_code) == ("pass", 0)
+    assert found.confirmation == ("suspected 50% slower (latency_p50_ms), confirmed in 0 of 1 "
+                                  "fresh run (+0.0%)")
+    assert [(run.run, run.pid, run.checks[0].verdict) for run in found.runs] == [
+        (1, "11", "regressed"), (2, "12", "pass")]
+    assert found.to_dict()["runs"][1]["checks"][0]["measured"] == 1.0

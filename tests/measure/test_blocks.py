@@ -33,14 +33,35 @@ def _blocks(*medians: float, n: int = 400, jitter: float = 0.002) -> np.ndarray:
     return np.concatenate([m * (1 + jitter * rng.standard_normal(n)) for m in medians])
 
 
-def test_interval_is_the_blocks_t_interval_around_the_pooled_quantile() -> None:
+def test_interval_is_the_blocks_log_t_factor_around_the_pooled_quantile() -> None:
     data = _blocks(1.00, 1.03, 0.98)
     sizes = [400, 400, 400]
-    low, high = block_quantile_ci(data, sizes, 0.5)  # type: ignore[misc]
     medians = [float(np.median(block)) for block in np.split(data, 3)]
-    half = student_t.ppf(0.975, 2) * np.std(medians, ddof=1) / math.sqrt(3)
-    assert (low, high) == pytest.approx((np.quantile(data, 0.5) - half,
-                                         np.quantile(data, 0.5) + half))
+    factor = math.exp(student_t.ppf(0.975, 2) * np.std(np.log(medians), ddof=1) / math.sqrt(3))
+    for q in (0.5, 0.99):
+        low, high = block_quantile_ci(data, sizes, q)  # type: ignore[misc]
+        pooled = np.quantile(data, q)
+        assert (low, high) == pytest.approx((pooled / factor, pooled * factor))
+
+
+def test_one_spiky_block_widens_a_tail_interval_by_a_factor_never_below_the_fastest_call() -> None:
+    """Three blocks of a 0.5 ms call, one with a few 10 ms calls (another process took the core
+    briefly): the symmetric t-interval over the blocks' p99s went from -5.9 to 6.9 ms. The
+    reported interval stays above the fastest call and holds the spikes' share of the pool."""
+    rng = np.random.default_rng(7)
+    blocks = [0.5 * (1 + 0.02 * rng.standard_normal(123)) for _ in range(3)]
+    blocks[1][[10, 50, 90]] = 10.0
+    data = np.concatenate(blocks)
+    sizes = [123, 123, 123]
+    old_style_low = np.quantile(data, 0.99) - student_t.ppf(0.975, 2) * np.std(
+        [np.quantile(block, 0.99) for block in blocks], ddof=1) / math.sqrt(3)
+    assert old_style_low < 0  # what the symmetric interval over block p99s gave
+    stats = summarize(list(data), seconds=1.0, block_sizes=sizes)
+    for name in ("p50", "p90", "p95", "p99"):
+        interval = getattr(stats, f"{name}_ci_ms")
+        assert interval is None or interval[0] >= stats.min_ms > 0
+    p50_low, p50_high = stats.p50_ci_ms  # type: ignore[misc]
+    assert p50_high / p50_low < 1.1  # the spikes move no median
 
 
 def test_blocks_that_disagree_widen_the_interval() -> None:
@@ -91,7 +112,11 @@ def test_summary_of_blocks_reports_each_blocks_median_and_refuses_a_bad_partitio
 
 def test_a_percentile_without_interval_says_why() -> None:
     few = summarize([1.0] * 20, seconds=1.0)
-    assert "20 timed calls are too few for a 95% confidence interval of p99" in few.why_no_ci(0.99)
+    assert ("20 timed calls in 1.0 s are too few for a 95% confidence interval of p99"
+            in few.why_no_ci(0.99))
+    blocked = summarize([1.0] * 60, seconds=1.0, block_sizes=[20, 20, 20], extended=True)
+    assert "60 timed calls in 1.0 s (extended to its ceiling) are too few" in blocked.why_no_ci(
+        0.99)
 
 
 def test_each_block_warms_up_afresh_and_takes_as_many_calls_as_the_first() -> None:
@@ -178,9 +203,11 @@ def test_the_first_block_stops_once_the_pooled_run_would_have_the_interval() -> 
 
     rng = np.random.default_rng(1)
     check = StoppingCheck(0.5, 10, (0.5, 0.99), blocks=3)
-    # Independent samples: three blocks of 123 are 369 >= 368, of 122 are 366 < 368.
-    assert check._pooled_has_ci(rng.random(123), 0.99)
-    assert not check._pooled_has_ci(rng.random(122), 0.99)
+    # Independent samples: the pooled run must hold 1.25 x 368 = 460 of them (the correlation
+    # the pooled run will show is measured later, over all its blocks): three blocks of 154 do
+    # (462), of 152 do not (456), though their 456 would pass the bare floor of 368.
+    assert check._pooled_has_ci(rng.random(154), 0.99)
+    assert not check._pooled_has_ci(rng.random(152), 0.99)
     single = StoppingCheck(0.5, 10, (0.5, 0.99), blocks=1)
     for n in (367, 368, 400):
         data = rng.random(n)
@@ -208,3 +235,27 @@ def test_a_gap_between_blocks_keeps_the_device_busy_and_spreads_them_in_time() -
 def test_a_bad_gap_is_one_clear_error(gap: object) -> None:
     with pytest.raises(ValueError, match=r"^block_gap_s must be a finite number of seconds >= 0"):
         measure_latency(lambda: None, blocks=2, block_gap_s=gap)  # type: ignore[arg-type]
+
+
+def test_a_real_run_with_injected_slow_calls_keeps_every_bound_above_its_fastest_call() -> None:
+    """A 0.2 ms call that takes 4 ms on every 50th call and on a burst of ten in a row (another
+    process taking the core for a moment): every interval stays above the fastest call (the
+    symmetric interval over block p99s reached below zero), the tail's interval reaches up to
+    the slow calls, and the median's stays narrow."""
+    calls = [0]
+
+    def work() -> None:
+        calls[0] += 1
+        slow = calls[0] % 50 == 0 or 700 <= calls[0] < 710
+        _spin(4.0 if slow else 0.2)
+
+    stats = measure_latency(work, blocks=3, min_iters=600, min_seconds=0.0, max_seconds=30.0,
+                            target_rel_ci=0.05, warmup_max_seconds=0.02,
+                            required_quantiles=(0.5, 0.99))
+    assert stats.blocks == 3 and stats.min_ms >= 0.2 and stats.max_ms >= 4.0
+    for name in ("p50", "p90", "p95", "p99"):
+        interval = getattr(stats, f"{name}_ci_ms")
+        assert interval is None or 0 < stats.min_ms <= interval[0] <= interval[1]
+    assert stats.p99_ci_ms is not None and stats.p99_ci_ms[1] >= 4.0
+    low, high = stats.p50_ci_ms  # type: ignore[misc]
+    assert high / low < 1.5

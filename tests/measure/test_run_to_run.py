@@ -43,13 +43,22 @@ def _floor(cv: float, dof: int = 7) -> RunToRun:
                     degrees_of_freedom=dof, device="dev", measured_at=0.0)
 
 
-def test_an_interval_is_widened_to_t_times_the_variation_never_narrowed() -> None:
+def test_an_interval_is_widened_by_the_factor_of_t_times_the_variation_never_narrowed() -> None:
     floor = _floor(0.05)
-    half = float(student_t.ppf(0.975, 7)) * 0.05 * 10.0
-    assert floor.widen("p50", 10.0, (9.9, 10.1)) == pytest.approx((10.0 - half, 10.0 + half))
-    assert floor.widen("p50", 10.0, (5.0, 10.1)) == pytest.approx((5.0, 10.0 + half))
+    factor = math.exp(float(student_t.ppf(0.975, 7)) * 0.05)
+    assert floor.factor("p50") == pytest.approx(factor)
+    assert floor.widen("p50", 10.0, (9.9, 10.1)) == pytest.approx((10.0 / factor, 10.0 * factor))
+    assert floor.widen("p50", 10.0, (5.0, 10.1)) == pytest.approx((5.0, 10.0 * factor))
     assert floor.widen("p50", 10.0, None) is None  # too few samples stay too few
     assert floor.widen("p90", 10.0, (9.9, 10.1)) == (9.9, 10.1)  # no figure for p90
+
+
+def test_a_large_variation_never_takes_an_interval_below_zero() -> None:
+    """A device calibrated at ±47% on p50: t x cv x value would reach below zero, a factor
+    cannot."""
+    low, high = _floor(0.47).widen("p50", 1.0, (0.99, 1.01))  # type: ignore[misc]
+    assert 0 < low < 0.5 and high > 2.0
+    assert low * high == pytest.approx(1.0)
 
 
 def test_summarize_floors_every_interval_and_keeps_the_runs_own_precision() -> None:
@@ -58,18 +67,28 @@ def test_summarize_floors_every_interval_and_keeps_the_runs_own_precision() -> N
     floored = summarize(samples, seconds=1.0, block_sizes=[1000, 1000], run_to_run=_floor(0.05))
     t = float(student_t.ppf(0.975, 7))
     assert floored.p50_ci_ms is not None and floored.p99_ci_ms is not None
-    assert floored.p50_ci_ms[1] - floored.p50_ms == pytest.approx(t * 0.05 * floored.p50_ms)
-    assert floored.p99_ms - floored.p99_ci_ms[0] == pytest.approx(t * 0.10 * floored.p99_ms)
+    assert floored.p50_ci_ms[1] == pytest.approx(floored.p50_ms * math.exp(t * 0.05))
+    assert floored.p99_ci_ms[1] == pytest.approx(floored.p99_ms * math.exp(t * 0.10))
+    # Divided by the factor, p99's lower end would lie below every call: it stops at the fastest.
+    assert floored.p99_ms / math.exp(t * 0.10) < floored.min_ms == floored.p99_ci_ms[0]
     assert floored.p90_ci_ms == alone.p90_ci_ms
     assert (floored.rel_ci, floored.target_met) == (alone.rel_ci, alone.target_met)
+    assert floored.own_rel_ci == alone.own_rel_ci
     assert floored.run_to_run_cv == 0.05 and math.isnan(alone.run_to_run_cv)
+
+
+def test_the_floor_never_reaches_below_the_fastest_call() -> None:
+    samples = list(np.random.default_rng(4).normal(10.0, 0.01, 2000))
+    floored = summarize(samples, seconds=1.0, block_sizes=[1000, 1000], run_to_run=_floor(0.3))
+    assert floored.p50_ci_ms is not None and floored.p50_ci_ms[0] == floored.min_ms
 
 
 def test_measure_latency_passes_the_floor_to_its_intervals() -> None:
     stats = measure_latency(lambda: sum(range(200)), min_seconds=0.0, max_seconds=0.5,
                             warmup_max_seconds=0.05, blocks=2, run_to_run=_floor(0.2))
     assert stats.p50_ci_ms is not None
-    assert stats.p50_ci_ms[0] <= stats.p50_ms * (1 - 0.2 * float(student_t.ppf(0.975, 7))) + 1e-12
+    assert stats.p50_ci_ms[1] >= stats.p50_ms * math.exp(0.2 * float(student_t.ppf(0.975, 7))
+                                                         ) - 1e-12
 
 
 def test_a_saved_calibration_loads_back_and_a_missing_or_damaged_one_says_why(tmp_path: Path

@@ -189,7 +189,7 @@ def test_a_percentile_without_an_interval_is_missing_with_why() -> None:
                  "latency_p99_ci_low_ms", "latency_p99_ci_high_ms"):
         assert name not in metrics
     assert missing["latency_p99_ms"] == (
-        "30 timed calls are too few for a 95% confidence interval of p99 (it needs at least 368 "
+        "30 timed calls in 0.1 s are too few for a 95% confidence interval of p99 (it needs at least 368 "
         "independent ones; consecutive calls count for less when they are correlated)")
     assert "latency_p90_ms" in missing and "needs at least 36" in missing["latency_p90_ms"]
 

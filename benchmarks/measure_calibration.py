@@ -1,4 +1,4 @@
-"""Does dse's measurement hold on a machine that is not quiet? Three checks, on this machine.
+"""Does dse's measurement hold on a machine that is not quiet? Six checks, on this machine.
 
 1. **Repeat coverage.** Each artifact (ONNX Runtime, sub-ms and ~0.4 ms; torch eager, ~15 ms) is
    measured RUNS times, each run in its own process, artifacts alternating, with the campaign's
@@ -22,9 +22,20 @@
    when half its trials are done and ended HOG_BURST_S later. ``dirty_front_points``: trials on
    the loaded run's reported front whose measurement_quality is not ok (must be 0);
    ``front_jaccard``: the two reported fronts' overlap, by candidate.
+4. **A slower CPU.** The quickstart campaign on one core shared with a busy loop (both pinned to
+   CPU 0): ``slow_cpu_failed_trials`` (trials failed for sample counts, must be 0),
+   ``negative_or_absurd_bounds`` (interval bounds below 0 or below the trial's fastest call, over
+   every trial), ``front_imprecise_points`` (front points wider than the precision target) and
+   ``slow_cpu_seconds`` (the campaign's wall time).
+5. **The runtime's own tool** (``vendor_harness.py``): dse's p50 against OpenVINO's
+   ``benchmark_app`` and LiteRT's benchmark on the same artifacts, interleaved:
+   ``vendor_harness_max_dev`` (target <= 0.05) and ``vendor_harness_max_dev_net`` (less the
+   Python-to-C++ call the tool does not time).
+6. **Duels** (``duel_resolution.py``): pairs of known difference duelled while a busy loop runs:
+   ``duel_resolution_pct``, ``duel_wrong_order``, ``duel_seconds``.
 
 Run: ``.venv/bin/python benchmarks/measure_calibration.py [--runs 10] [--blocks 3]
-[--calibration-runs 10] [--calibration-gap 10]``. Ends with
+[--calibration-runs 10] [--calibration-gap 10] [--skip PART ...] [--quick]``. Ends with
 ``BENCH`` lines. Busy-machine readings (other processes' CPU, steal) are printed beside each part:
 a noisy neighbour outside this VM shows in neither, only in the spread of the numbers.
 """
@@ -498,6 +509,19 @@ def main() -> None:
                      "front_imprecise_points"):
             print(f"BENCH {name} {slow[name]}")
         print(f"BENCH slow_cpu_seconds {slow['slow_cpu_seconds']:.0f}")
+    if "vendor" not in args.skip:
+        from vendor_harness import compare
+
+        worst, worst_net = compare(args.quick)
+        print(f"BENCH vendor_harness_max_dev {worst:.4f}")
+        print(f"BENCH vendor_harness_max_dev_net {worst_net:.4f}")
+    if "duel" not in args.skip:
+        from duel_resolution import duel_part
+
+        duels = duel_part(args.quick, verbose=True)
+        print(f"BENCH duel_resolution_pct {duels['duel_resolution_pct']:.2f}")
+        print(f"BENCH duel_wrong_order {int(duels['duel_wrong_order'])}")
+        print(f"BENCH duel_seconds {duels['duel_seconds']:.2f}")
 
 
 if __name__ == "__main__":

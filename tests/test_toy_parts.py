@@ -180,7 +180,8 @@ devices: [../hw_profiles/toy-cpu.yaml]
 sampler: {name: grid, seed: 0}
 budget: {trials: 4}
 measurement: {warmup_max_seconds: 0.1, min_iters: 5, min_seconds: 0.0, max_seconds: 0.5,
-              target_rel_ci: 0.05, non_ok_on_front: true}
+              target_rel_ci: 0.05, precision: {p50: 50, p99: 50},
+              non_ok_on_front: true}
 """
 
 

@@ -11,7 +11,9 @@ from dse import load_experiment, run_campaign
 from dse.metrics import metric
 from tests.conftest import LOCAL_CPU, REPO
 
-MEASURE = "{warmup_max_seconds: 0.05, min_iters: 5, min_seconds: 0.0, max_seconds: 0.1}"
+# A loose precision: these campaigns are about engines and models, not the precision gate.
+MEASURE = ("{warmup_max_seconds: 0.05, min_iters: 5, min_seconds: 0.0, max_seconds: 0.1, "
+           "precision: {p50: 50, p99: 50}}")
 
 
 def _campaign(root: Path, name: str, model: str, *, objectives: str = "accuracy",

@@ -350,6 +350,9 @@ def _front_campaign(folder: Path, name: str, hog_midway: bool) -> tuple[set[str]
     unclean = int((trials["measurement_quality"].fillna("ok") != "ok").sum())
     print(f"  {name}: front {sorted(keys)}; {unclean} of {len(trials)} trials not measured "
           f"cleanly")
+    for _, row in trials[trials["measurement_quality"].fillna("ok") != "ok"].iterrows():
+        print(f"    {row['candidate_id']}: {row['measurement_quality']} after "
+              f"{int(row['remeasures'])} re-measurement(s)")
     return keys, dirty, unclean
 
 
@@ -397,7 +400,7 @@ def slow_part(quick: bool) -> dict[str, float]:
         start = time.perf_counter()
         try:
             done = subprocess.run(_pinned([str(Path(sys.executable).parent / "dse"), "run",
-                                           str(experiment), "--no-report"], 0),
+                                           str(experiment)], 0),
                                   cwd=folder, capture_output=True, text=True,
                                   env={**os.environ, "COLUMNS": "200"}, timeout=3600)
         finally:

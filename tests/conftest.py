@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import signal
 import tempfile
 from collections.abc import Iterator
@@ -14,8 +16,13 @@ import pytest
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 # dse's per-user cache (kept model-check verdicts, dse verify's default cache) of this session
-# only: no test reads what an earlier run or the user left there.
-os.environ["DSE_CACHE_HOME"] = tempfile.mkdtemp(prefix="dse-test-cache-")
+# only: no test reads what an earlier run or the user left there. A process the session started
+# (a Ray worker, a script importing this module) keeps the session's; the session removes it at
+# exit, so runs of the suite do not pile folders up in the temporary directory.
+TEST_CACHE_PREFIX = "dse-test-cache-"
+if not Path(os.environ.get("DSE_CACHE_HOME", "/")).name.startswith(TEST_CACHE_PREFIX):
+    os.environ["DSE_CACHE_HOME"] = tempfile.mkdtemp(prefix=TEST_CACHE_PREFIX)
+    atexit.register(shutil.rmtree, os.environ["DSE_CACHE_HOME"], ignore_errors=True)
 
 # A shell starts a background job (`make test &`, `nohup ... &`) with SIGINT ignored, and every
 # process the tests start would inherit that: the Ctrl-C tests' campaigns, servers and workers

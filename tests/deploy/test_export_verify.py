@@ -148,7 +148,11 @@ def test_verify_passes_a_bundle_on_the_device_it_was_measured_on(bundles: dict[s
                                                                   tmp_path: Path) -> None:
     from dse import verify
 
-    found = verify(bundles[name], cache_dir=tmp_path / "cache", tolerance=0.5,
+    # Twice the recorded latency is still a pass: this shared VM's speed moves 1.3-3x for seconds
+    # to minutes with nothing else running (docs/benchmarks.md), longer than the confirmation
+    # runs' pause; what is judged here is that an unchanged bundle passes every other check.
+    # Slowed devices are caught in the tests below.
+    found = verify(bundles[name], cache_dir=tmp_path / "cache", tolerance=1.0,
                    report=tmp_path / "report.json")
     _judged_or_busy(found, ("pass", "improved"))
     assert [c.metric for c in found.checks] == ["latency_p50_ms", "accuracy", "top1_agreement"]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dse.measure.run_limits import BlockShare, check_latency_arguments
-from dse.measure.stats import LatencyStats, summarize
+from dse.measure.stats import LatencyStats, run_quantile_ci, summarize
 from dse.measure.stopping import StoppingCheck
 from dse.measure.timers import Timer, cuda_timed, host_timed, timer_overhead_ns
 from dse.spec import MeasureSpec
@@ -204,6 +204,11 @@ def measure_latency(
         sizes.append(len(taken))
         timed_seconds += seconds
         check_seconds += checking
+    if len(sizes) > 1 and share.required_quantiles:
+        added, seconds = _top_up(timed, samples, sizes, share.required_quantiles,
+                                 share.ceiling_seconds, max_iters - len(samples))
+        extended = extended or added > 0
+        timed_seconds += seconds
     window_calls += len(samples)
     if on_window is not None:
         on_window(False)
@@ -213,6 +218,29 @@ def measure_latency(
                      check_seconds=check_seconds, min_samples=floor,
                      required_quantiles=required_quantiles, block_sizes=sizes,
                      window_calls=window_calls, run_to_run=run_to_run, extended=extended)
+
+
+def _top_up(timed: Callable[[], float], samples: list[float], sizes: list[int],
+            quantiles: Sequence[float], ceiling_seconds: float,
+            calls_left: int) -> tuple[int, float]:
+    """Time more calls into the last block while the pooled run lacks a required interval, up to
+    one block's ceiling: the pooled run's correlation is known only once every block is in, and
+    a burst of slow calls in a later block can leave it short of a floor that the first block's
+    projection met. Extends ``samples`` and ``sizes[-1]`` in place; the calls added and their
+    seconds."""
+    start = time.perf_counter()
+    added = 0
+    step = max(10, len(samples) // 10)
+    while added < calls_left and any(
+            run_quantile_ci(np.asarray(samples), quantile, sizes) is None
+            for quantile in {0.5, *quantiles}):
+        if time.perf_counter() - start >= ceiling_seconds:
+            break
+        for _ in range(min(step, calls_left - added)):
+            samples.append(timed())
+            added += 1
+            sizes[-1] += 1
+    return added, time.perf_counter() - start
 
 
 def _keep_busy(fn: Callable[[], object], seconds: float) -> int:

@@ -259,3 +259,29 @@ def test_a_real_run_with_injected_slow_calls_keeps_every_bound_above_its_fastest
     assert stats.p99_ci_ms is not None and stats.p99_ci_ms[1] >= 4.0
     low, high = stats.p50_ci_ms  # type: ignore[misc]
     assert high / low < 1.5
+
+
+def test_a_pooled_run_short_of_a_floor_is_topped_up_in_its_last_block_within_the_ceiling() -> None:
+    """Three blocks of 100 calls hold no p99 interval (368 independent calls are needed): the
+    pooled run's correlation is known only once every block is in, so the harness times more
+    calls into the last block until it has one — never past one block's ceiling or max_iters."""
+    from dse.measure.harness import _top_up
+
+    rng = np.random.default_rng(0)
+
+    def blocks() -> tuple[list[float], list[int]]:
+        return list(rng.uniform(1.0, 1.1, 300)), [100, 100, 100]
+
+    samples, sizes = blocks()
+    assert run_quantile_ci(np.asarray(samples), 0.99, sizes) is None
+    added, _ = _top_up(lambda: float(rng.uniform(1.0, 1.1)), samples, sizes, (0.5, 0.99),
+                       ceiling_seconds=60.0, calls_left=10_000)
+    assert added > 0 and sizes == [100, 100, 100 + added] and len(samples) == 300 + added
+    assert run_quantile_ci(np.asarray(samples), 0.99, sizes) is not None
+
+    samples, sizes = blocks()
+    assert _top_up(lambda: 1.0, samples, sizes, (0.99,), ceiling_seconds=0.0,
+                   calls_left=10_000)[0] == 0  # no time left: the run stays short
+    samples, sizes = blocks()
+    assert _top_up(lambda: 1.0, samples, sizes, (0.99,), ceiling_seconds=60.0,
+                   calls_left=25)[0] == 25 and sizes[-1] == 125  # max_iters holds

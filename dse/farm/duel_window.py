@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING
 from dse.candidate import Candidate
 from dse.farm.telemetry_window import TelemetryWindow
 from dse.measure.duel import DuelRun, run_duel
-from dse.measure.quality import disturbed
 from dse.measure.telemetry import Probe
-from dse.spec import InterferenceSpec, MeasureSpec, TrainingSpec
+from dse.spec import MeasureSpec, TrainingSpec
 
 if TYPE_CHECKING:
     from dse.farm.prepare import PreparedCandidate
@@ -75,16 +74,7 @@ def duel_prepared(prepared_a: PreparedCandidate, prepared_b: PreparedCandidate,
                            on_window=window.mark)
         finally:
             window.close()
-        why = "" if policy.action == "ignore" else _disturbance(window, policy)
+        why = "" if policy.action == "ignore" else window.disturbance(policy)
         if not why or policy.action != "remeasure" or attempts > 1:
             return DuelReport(run, bool(why), why, attempts, device_id, window.start, window.end)
         time.sleep(policy.wait_s)
-
-
-def _disturbance(window: TelemetryWindow, policy: InterferenceSpec) -> str:
-    """Why the closed ``window`` shared its device beyond ``policy``, or ""."""
-    return disturbed(window.result_of("cpu_interference"), policy.max_foreign_cpu_pct,
-                     policy.max_steal_pct, max_cpu_wait_pct=policy.max_cpu_wait_pct,
-                     gpu=window.result_of("gpu_interference"),
-                     max_gpu_foreign_pct=policy.max_gpu_foreign_pct,
-                     max_gpu_foreign_processes=policy.max_gpu_foreign_processes)

@@ -4,8 +4,13 @@ around it, their metrics (the first listed probe winning a shared one), provenan
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
+from dse.measure.quality import disturbed
 from dse.measure.telemetry import Probe, ProbeResult, Trace, Window
+
+if TYPE_CHECKING:
+    from dse.spec import InterferenceSpec
 
 
 class TelemetryWindow:
@@ -43,6 +48,15 @@ class TelemetryWindow:
             if probe.name == probe_name:
                 return probe.summarize(trace, window)
         return None
+
+    def disturbance(self, policy: InterferenceSpec) -> str:
+        """Why the last closed window shared its device beyond ``policy`` (other processes,
+        steal, CPU wait, GPU work), or "": a trial's window and a duel's are judged alike."""
+        return disturbed(self.result_of("cpu_interference"), policy.max_foreign_cpu_pct,
+                         policy.max_steal_pct, max_cpu_wait_pct=policy.max_cpu_wait_pct,
+                         gpu=self.result_of("gpu_interference"),
+                         max_gpu_foreign_pct=policy.max_gpu_foreign_pct,
+                         max_gpu_foreign_processes=policy.max_gpu_foreign_processes)
 
     def close(self) -> None:
         """Stop the probes if the window is still open (the measurement raised inside it)."""

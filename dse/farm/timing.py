@@ -17,13 +17,13 @@ from dse.candidate import Candidate
 from dse.farm.telemetry_window import TelemetryWindow
 from dse.measure.footprint import model_footprint_mb, rss_bytes, trim_heap
 from dse.measure.harness import measure_latency
-from dse.measure.quality import disturbed, measurement_quality
+from dse.measure.quality import measurement_quality
 from dse.measure.remeasure import next_run
 from dse.measure.scenarios import measure_offline, measure_sustained
 from dse.measure.stats import PERCENTILES, LatencyStats, drift_pct
 from dse.measure.telemetry import Probe
 from dse.measurement import Measurement
-from dse.spec import InterferenceSpec, MeasureSpec
+from dse.spec import MeasureSpec
 
 if TYPE_CHECKING:
     # Only for the annotations: prepare pulls in torch-side modules the actor loads lazily.
@@ -75,7 +75,7 @@ def measure_prepared(candidate: Candidate, prepared: PreparedCandidate, measure:
         window.close()
     metrics.update(window.summarize(telemetry_stats.window_calls * candidate.batch_size))
     if sustained:
-        disturbance = _disturbance(window, policy)
+        disturbance = window.disturbance(policy)
     provenance.update(window.provenance())
     flagged = bool(disturbance) and policy.action != "ignore"
     provenance.update({
@@ -111,7 +111,7 @@ def _settled_latency(call: Callable[[], object], measure: MeasureSpec, window: T
     while True:
         stats = measure_latency(
             call, **arguments, on_window=None if sustained else window.mark, run_to_run=floor)
-        disturbance = "" if sustained else _disturbance(window, policy)
+        disturbance = "" if sustained else window.disturbance(policy)
         again = next_run(stats, disturbance, done, arguments, policy, precision)
         if again is None:
             return stats, disturbance, remeasured_because
@@ -119,15 +119,6 @@ def _settled_latency(call: Callable[[], object], measure: MeasureSpec, window: T
         done.append(again.kind)
         arguments = again.arguments
         time.sleep(policy.wait_s)
-
-
-def _disturbance(window: TelemetryWindow, policy: InterferenceSpec) -> str:
-    """Why the window just closed was disturbed under ``policy``, or ""."""
-    return disturbed(window.result_of("cpu_interference"), policy.max_foreign_cpu_pct,
-                     policy.max_steal_pct, max_cpu_wait_pct=policy.max_cpu_wait_pct,
-                     gpu=window.result_of("gpu_interference"),
-                     max_gpu_foreign_pct=policy.max_gpu_foreign_pct,
-                     max_gpu_foreign_processes=policy.max_gpu_foreign_processes)
 
 
 def _record_footprint(prepared: PreparedCandidate, metrics: dict[str, float],

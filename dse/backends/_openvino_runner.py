@@ -55,23 +55,12 @@ class OpenVinoRunner(Runner):
         return logits
 
     def bound_call(self, x: np.ndarray) -> Callable[[], np.ndarray]:
-        feed = bound_batch(x, self.batch_size)
-        local = threading.local()
+        return _BoundRequests(self, bound_batch(x, self.batch_size))
 
-        def call() -> np.ndarray:
-            slot = getattr(local, "slot", None)
-            if slot is None:
-                request, output = local.slot = self._request()
-                request.get_input_tensor(0).data[...] = feed
-            else:
-                request, output = slot
-                if self._compiled is None:
-                    raise RuntimeError("a bound call on a closed openvino runner")
-            # share_outputs: the returned dict views the output tensor rather than copying it.
-            request.infer(share_outputs=True)
-            return output
-
-        return call
+    def runtime_clock(self, call: Callable[[], np.ndarray]) -> Callable[[], float] | None:
+        # The request's own latency of its last infer(), timed inside OpenVINO: what
+        # benchmark_app reports.
+        return call.last_latency_ms if isinstance(call, _BoundRequests) else None
 
     def _request(self) -> tuple[Any, np.ndarray]:
         """A new infer request and a view of its output tensor: with static shapes the buffer
@@ -91,3 +80,32 @@ class OpenVinoRunner(Runner):
         # requests go with the bound call.
         self._compiled = None
         self._local = threading.local()
+
+
+class _BoundRequests:
+    """The timed call of an :class:`OpenVinoRunner`: per calling thread, its own infer request
+    with the batch written once into the request's input tensor, then ``infer()`` alone per
+    call; the logits are a view of the request's output tensor."""
+
+    def __init__(self, runner: OpenVinoRunner, feed: np.ndarray) -> None:
+        self._runner = runner
+        self._feed = feed
+        self._local = threading.local()
+
+    def __call__(self) -> np.ndarray:
+        slot = getattr(self._local, "slot", None)
+        if slot is None:
+            request, output = self._local.slot = self._runner._request()
+            request.get_input_tensor(0).data[...] = self._feed
+        else:
+            request, output = slot
+            if self._runner._compiled is None:
+                raise RuntimeError("a bound call on a closed openvino runner")
+        # share_outputs: the returned dict views the output tensor rather than copying it.
+        request.infer(share_outputs=True)
+        result: np.ndarray = output
+        return result
+
+    def last_latency_ms(self) -> float:
+        """OpenVINO's own time of this thread's last ``infer()``, in ms."""
+        return float(self._local.slot[0].latency)

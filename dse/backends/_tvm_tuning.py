@@ -81,9 +81,9 @@ def tuned_database(prepared: Any, target: Any, key: TuningKey, scratch: Path) ->
     made: dict[str, float] = {}
 
     def tune_into(entry: Path) -> None:
-        # MetaSchedule's schedule rules load every target's tensor intrinsics (~26 s on a 2-core
-        # CPU, once per process): a cost of the process, kept out of this model's tuning time.
-        import tvm.s_tir.tensor_intrin  # noqa: F401
+        # MetaSchedule's schedule rules load every target's tensor intrinsics (once per process):
+        # a cost of the process, kept out of this model's tuning time.
+        _load_tensor_intrinsics()
 
         with tempfile.TemporaryDirectory(prefix="dse-tvm-tune-") as work:
             start = time.perf_counter()
@@ -131,6 +131,30 @@ def _strategy() -> Any:
     from tvm.s_tir import meta_schedule as ms
 
     return ms.search_strategy.EvolutionarySearch(population_size=POPULATION)
+
+
+def _load_tensor_intrinsics() -> None:
+    """Import TVM's tensor intrinsics, made fast in a process with many modules loaded.
+
+    Each of their hundreds of TVMScript functions calls ``inspect.stack()``, which looks up the
+    source file of every frame on the stack; a frame of the frozen import machinery has no file,
+    so ``inspect.getmodule`` scans all of ``sys.modules`` for it, once per such frame per call.
+    In a device worker (torch, jax, Ray, the runtimes: ~3,000 modules) that took 113 s, 31 s in
+    a process with torch and jax loaded. Telling inspect's own file-to-module cache which
+    modules those frames belong to (true: they are those modules' code) makes each lookup one
+    dictionary read: 4.8 s in the latter process.
+    """
+    register_frozen_import_frames()
+    import tvm.s_tir.tensor_intrin  # noqa: F401
+
+
+def register_frozen_import_frames() -> None:
+    """Tell ``inspect`` which modules the frozen import machinery's frames belong to, so that
+    looking one up is a dictionary read rather than a scan of ``sys.modules``."""
+    import inspect
+
+    for name in ("importlib._bootstrap", "importlib._bootstrap_external"):
+        inspect.modulesbyfile.setdefault(f"<frozen {name}>", name)
 
 
 def in_process_builder() -> Any:

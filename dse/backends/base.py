@@ -98,6 +98,18 @@ class Runner(ABC):
         """
         return functools.partial(self.run, bound_batch(x, self.batch_size))
 
+    def runtime_clock(self, call: Callable[[], np.ndarray]) -> Callable[[], float] | None:
+        """Where the runtime times its own inference: a function giving its duration, in ms, of
+        the last call of ``call`` (a function :meth:`bound_call` returned) on the calling thread;
+        None where it keeps no such clock (this default).
+
+        It is what the runtime's own benchmark tool reports (OpenVINO's ``benchmark_app``
+        reports ``InferRequest.latency``), so comparing the two is like with like; the harness
+        reads it after each timed call (``runtime_p50_ms``, ``runtime_overhead_us``) and still
+        times the call on the host clock.
+        """
+        return None
+
     @abstractmethod
     def describe(self) -> dict[str, str]:
         """Provenance: at least :data:`PROVENANCE_KEYS` (library version, device or provider

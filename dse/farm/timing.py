@@ -42,7 +42,8 @@ def measure_prepared(candidate: Candidate, prepared: PreparedCandidate, measure:
     window = TelemetryWindow(probes, missing)
 
     # What a deployment calls: the example bound to the runtime once (Runner.bound_call).
-    call: Callable[[], object] = runner.bound_call(example)
+    runner_call = runner.bound_call(example)
+    call: Callable[[], object] = runner_call
 
     # Freed heap back to the system before the window: RSS in it is what is live.
     trim_heap()
@@ -52,7 +53,8 @@ def measure_prepared(candidate: Candidate, prepared: PreparedCandidate, measure:
         # up), else exactly the timed single-stream window.
         policy = measure.interference
         floor = run_to_run if measure.run_to_run == "auto" else None
-        stats, disturbance, remeasured_because = _settled_latency(call, measure, window, floor)
+        stats, disturbance, remeasured_because = _settled_latency(
+            call, measure, window, floor, runner.runtime_clock(runner_call))
         metrics.update(latency_metrics(stats, candidate.batch_size, missing,
                                        required=measure.required_precision()))
         _record_footprint(prepared, metrics, missing)
@@ -96,12 +98,14 @@ def measure_prepared(candidate: Candidate, prepared: PreparedCandidate, measure:
 
 
 def _settled_latency(call: Callable[[], object], measure: MeasureSpec, window: TelemetryWindow,
-                     floor: RunToRun | None) -> tuple[LatencyStats, str, list[str]]:
+                     floor: RunToRun | None, runtime_clock: Callable[[], float] | None,
+                     ) -> tuple[LatencyStats, str, list[str]]:
     """The single-stream latency run, measured again while it falls short
     (:func:`dse.measure.remeasure.next_run`: a disturbed or unstable window, an underpowered or
-    imprecise run). The last run's statistics, why its window was disturbed ("" when it was not,
-    or when a sustained run carries the window and is judged instead), and why each earlier run
-    was measured again."""
+    imprecise run); ``runtime_clock`` is the runner's own clock of the call, where it keeps one
+    (:meth:`dse.backends.base.Runner.runtime_clock`). The last run's statistics, why its window
+    was disturbed ("" when it was not, or when a sustained run carries the window and is judged
+    instead), and why each earlier run was measured again."""
     sustained = measure.sustained_seconds > 0
     policy = measure.interference
     arguments = measure.latency_arguments()
@@ -110,7 +114,8 @@ def _settled_latency(call: Callable[[], object], measure: MeasureSpec, window: T
     done: list[str] = []
     while True:
         stats = measure_latency(
-            call, **arguments, on_window=None if sustained else window.mark, run_to_run=floor)
+            call, **arguments, on_window=None if sustained else window.mark, run_to_run=floor,
+            runtime_clock=runtime_clock)
         disturbance = "" if sustained else window.disturbance(policy)
         again = next_run(stats, disturbance, done, arguments, policy, precision)
         if again is None:
@@ -167,6 +172,11 @@ def _stats_provenance(stats: LatencyStats) -> dict[str, str]:
         "timer_overhead_ns": f"{stats.timer_overhead_ns:.0f}",
         "stopping_check_seconds": f"{stats.check_seconds:.6f}",
         "harness_first_call_ms": f"{stats.first_call_ms:.4f}",
+        # The runtime's own clock of the same calls, where it keeps one (OpenVINO): what its
+        # benchmark tool reports, and how much of each call was the way in from Python.
+        **({"runtime_clock_p50_ms": f"{stats.runtime_p50_ms:.6g}",
+            "runtime_call_overhead_us": f"{stats.runtime_overhead_us:.3g}"}
+           if not math.isnan(stats.runtime_p50_ms) else {}),
     }
 
 

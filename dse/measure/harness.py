@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -16,7 +16,13 @@ import numpy as np
 from dse.measure.run_limits import BlockShare, check_latency_arguments
 from dse.measure.stats import LatencyStats, run_quantile_ci, summarize
 from dse.measure.stopping import StoppingCheck
-from dse.measure.timers import Timer, cuda_timed, host_timed, timer_overhead_ns
+from dse.measure.timers import (
+    RuntimeClockTap,
+    Timer,
+    cuda_timed,
+    host_timed,
+    timer_overhead_ns,
+)
 from dse.spec import MeasureSpec
 
 if TYPE_CHECKING:
@@ -85,6 +91,7 @@ def measure_latency(
     run_to_run: RunToRun | None = None,
     max_extension: float = _CAMPAIGN.max_extension,
     precision: Mapping[float, float] | None = None,
+    runtime_clock: Callable[[], float] | None = None,
 ) -> LatencyStats:
     """Time ``fn`` until the 95% CI of its median latency is within ±``target_rel_ci`` of it.
 
@@ -141,6 +148,10 @@ def measure_latency(
         precision: Quantile -> the relative half-width its interval should reach; the run
             stops before ``max_seconds`` only once each is projected met (see
             :class:`dse.measure.stopping.StoppingCheck`).
+        runtime_clock: The runtime's own duration of the call just made, in ms, where the
+            runtime keeps one (:meth:`dse.backends.base.Runner.runtime_clock`): read after
+            each timed call, outside the timed region, into ``runtime_p50_ms`` and
+            ``runtime_overhead_us`` (host clock only).
 
     Returns:
         The run's statistics (:class:`LatencyStats`): percentiles with their CIs, whether the
@@ -166,7 +177,10 @@ def measure_latency(
                                     warmup_max_iters, warmup_max_seconds, warmup_tolerance, timer,
                                     required_quantiles, blocks, block_gap_s, max_extension,
                                     precision)
-    timed = cuda_timed(fn) if timer == "cuda" else host_timed(fn, sync)
+    timed: Callable[[], float] = cuda_timed(fn) if timer == "cuda" else host_timed(fn, sync)
+    tap = RuntimeClockTap(timed, runtime_clock) if runtime_clock and timer == "host" else None
+    if tap is not None:
+        timed = tap
     overhead = timer_overhead_ns() if timer == "host" else float("nan")
     first_call_ms = timed()
     share = BlockShare.of_run(floor=floor, blocks=blocks, max_iters=max_iters,
@@ -198,26 +212,38 @@ def measure_latency(
             # would otherwise outweigh quiet ones) and need no stopping checks.
             share = share.with_calls(len(samples))
             check = None
+        if tap is not None:
+            tap.recording = True
         taken, seconds, checking, past_cap = _timed_block(timed, share, check)
+        if tap is not None:
+            tap.recording = False
         extended = extended or past_cap
         samples.extend(taken)
         sizes.append(len(taken))
         timed_seconds += seconds
         check_seconds += checking
     if len(sizes) > 1 and share.required_quantiles:
+        if tap is not None:
+            tap.recording = True
         added, seconds = _top_up(timed, samples, sizes, share.required_quantiles,
                                  share.ceiling_seconds, max_iters - len(samples))
         extended = extended or added > 0
         timed_seconds += seconds
+    if tap is not None:
+        tap.recording = False
     window_calls += len(samples)
     if on_window is not None:
         on_window(False)
-    return summarize(samples, seconds=timed_seconds, target_rel_ci=target_rel_ci,
+    stats = summarize(samples, seconds=timed_seconds, target_rel_ci=target_rel_ci,
                      warmup_iters=warm_iters, warmup_seconds=warm_seconds,
                      first_call_ms=first_call_ms, timer_overhead_ns=overhead,
                      check_seconds=check_seconds, min_samples=floor,
                      required_quantiles=required_quantiles, block_sizes=sizes,
                      window_calls=window_calls, run_to_run=run_to_run, extended=extended)
+    if tap is None:
+        return stats
+    return replace(stats, runtime_p50_ms=tap.runtime_p50_ms(),
+                   runtime_overhead_us=tap.overhead_us())
 
 
 def _top_up(timed: Callable[[], float], samples: list[float], sizes: list[int],

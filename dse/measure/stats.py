@@ -263,6 +263,10 @@ class LatencyStats:
         window_calls: Calls made inside the telemetry window.
         run_to_run_cv: The calibrated run-to-run variation of the median that floored the
             intervals (NaN when none did).
+        runtime_p50_ms: The median of the runtime's own clock over the timed calls, where
+            the runtime keeps one (:class:`dse.measure.timers.RuntimeClockTap`); NaN otherwise.
+        runtime_overhead_us: The median per call of the host clock less the runtime's, in us:
+            the way in from Python that the runtime does not time (NaN without that clock).
         samples_ms: Every timed latency, in the order taken.
 
     Examples:
@@ -312,6 +316,8 @@ class LatencyStats:
     between_run_cv: float = math.nan
     window_calls: int = 0
     run_to_run_cv: float = math.nan
+    runtime_p50_ms: float = math.nan
+    runtime_overhead_us: float = math.nan
     samples_ms: list[float] = field(default_factory=list, repr=False)
 
     @property

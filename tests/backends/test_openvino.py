@@ -212,3 +212,20 @@ def test_the_kernel_check_names_what_ran_in_float() -> None:
     check_kernel_precision(kernels[:1] + kernels[2:], "bf16", "CPU")
     with pytest.raises(BuildError, match="no node ran at it"):
         check_kernel_precision(kernels[2:], "int8", "CPU")
+
+
+def test_the_runtime_clock_is_openvinos_own_time_of_each_timed_call(
+        runner_pool: RunnerFor, backends_split: DigitsSplit) -> None:
+    # What benchmark_app reports (InferRequest.latency), read after each timed call: inside the
+    # host-timed call, so never longer than it; an unbound function has no such clock.
+    from dse import measure_latency
+
+    runner = runner_pool("openvino", "fp32")
+    call = runner.bound_call(backends_split.x_test[:runner.batch_size])
+    clock = runner.runtime_clock(call)
+    assert clock is not None
+    assert runner.runtime_clock(lambda: backends_split.x_test) is None
+    stats = measure_latency(call, min_iters=50, min_seconds=0.0, max_seconds=0.5,
+                            warmup_max_seconds=0.05, runtime_clock=clock)
+    assert 0 < stats.runtime_p50_ms <= stats.p50_ms
+    assert stats.runtime_overhead_us > 0

@@ -89,3 +89,17 @@ def test_a_missing_runtime_names_the_extra_to_install(artifact_for: ArtifactFor,
     monkeypatch.setitem(sys.modules, "tvm", None)  # `import tvm` now raises ImportError
     with pytest.raises(BuildError, match=r"tvm: apache-tvm cannot be imported .*install dse\[tvm\]"):
         TVM.compile(artifact_for("tvm", "fp32"), {}, CPU_PROFILE, 2)
+
+
+def test_frozen_import_frames_are_found_without_scanning_every_module() -> None:
+    # TVM's tensor intrinsics call inspect.stack() hundreds of times on import; each frame of
+    # the frozen import machinery made inspect scan sys.modules (113 s in a device worker).
+    import importlib
+    import inspect
+
+    from dse.backends._tvm_tuning import register_frozen_import_frames
+
+    register_frozen_import_frames()
+    for name in ("importlib._bootstrap", "importlib._bootstrap_external"):
+        # Answered from inspect's file cache: without it, getmodule scans and finds nothing.
+        assert inspect.getmodule(None, f"<frozen {name}>") is importlib.import_module(name)

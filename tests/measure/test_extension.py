@@ -53,13 +53,17 @@ def test_the_ceiling_bounds_the_extension_by_one_call() -> None:
 
 def test_later_blocks_match_an_extended_first_block() -> None:
     """Three blocks: the first extended to reach its share of the floor; the later ones take
-    as many calls as it did (they may run to the ceiling too), so the blocks weigh equally."""
+    as many calls as it did (they may run to the ceiling too), so the blocks weigh equally —
+    except that the last goes on where the pooled run still lacks an interval (a burst of slow
+    calls in a later block raised its correlation: the top-up)."""
     stats = measure_latency(lambda: _spin(2.0), min_iters=10, min_seconds=0.0, max_seconds=0.3,
                             warmup_max_seconds=0.02, required_quantiles=(0.5, 0.99),
                             target_rel_ci=0.5, blocks=3, max_extension=20.0)
     assert stats.extended
     first = stats.block_sizes[0]
-    assert stats.block_sizes == [first] * 3
+    assert stats.block_sizes[:2] == [first] * 2
+    assert stats.block_sizes[2] == first or (stats.block_sizes[2] > first
+                                             and stats.p99_ci_ms is not None)
     # The first block of three stops once the pooled run would hold 1.25 x the floor (460
     # calls; more where its calls are correlated).
     assert 3 * first >= 1.25 * samples_for_ci(0.99)

@@ -70,6 +70,34 @@ def test_window_hooks_bracket_exactly_the_timed_calls() -> None:
     assert closed_at - opened_at == stats.n
 
 
+def test_a_runtime_clock_is_read_once_per_timed_call_and_never_replaces_the_host_clock() -> None:
+    # A "runtime" that times its own work inside the call, as OpenVINO times infer(): the
+    # harness reads that clock after every timed call of every block (never after the first
+    # call, warm-up or the calls between blocks), keeps the host clock as the samples, and
+    # reports the runtime's median and the host's excess over it.
+    inner: list[float] = []
+    reads: list[float] = []
+
+    def work() -> None:
+        start = time.perf_counter_ns()
+        _spin(0.2)
+        inner.append((time.perf_counter_ns() - start) / 1e6)
+
+    def runtime_clock() -> float:
+        reads.append(inner[-1])
+        return inner[-1]
+
+    stats = measure_latency(work, min_iters=60, min_seconds=0.0, max_seconds=1.0, blocks=3,
+                            block_gap_s=0.01, warmup_max_seconds=0.05,
+                            runtime_clock=runtime_clock)
+    assert len(reads) == stats.n
+    assert stats.runtime_p50_ms == pytest.approx(float(np.median(reads)))
+    assert stats.runtime_p50_ms <= stats.p50_ms
+    assert stats.runtime_overhead_us > 0  # each host sample holds its runtime time and more
+    plain = measure_latency(work, min_iters=20, min_seconds=0.0, max_seconds=0.5)
+    assert np.isnan(plain.runtime_p50_ms) and np.isnan(plain.runtime_overhead_us)
+
+
 def test_sync_runs_inside_the_timed_region() -> None:
     stats = measure_latency(lambda: None, sync=lambda: _spin(0.3), min_iters=20, min_seconds=0.0,
                             max_seconds=2.0)

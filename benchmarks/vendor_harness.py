@@ -8,8 +8,10 @@ built with torch (compute-dominated) — at batch 1 and a larger batch. Both sid
 thread, one stream, synchronously. dse's figure is the p50 of ``dse.measure_latency`` over the
 runner's timed call (the real backend's ``compile``, then ``Runner.bound_call``) on the clock the
 tool reports, the tool's the median it prints. They run interleaved, ROUNDS rounds of dse then the
-tool for every case, and each side's figure is its median over the rounds; ``dev`` is
-|dse / tool - 1|.
+tool for every case. ``dev`` is |r - 1| for r the median over rounds of the round's dse / tool
+ratio: the two sides of a round run seconds apart, and this VM's speed moves by up to a third
+between rounds (both sides' figures move with it), which pairing cancels and separate medians do
+not. Each side's median over the rounds is printed too.
 
 What the comparison can and cannot show (see ``vendor_tools.py`` for what each tool times):
 
@@ -66,7 +68,7 @@ from vendor_tools import (
 
 VENV_BIN = Path(sys.executable).parent
 TOOLS = {"openvino": VENV_BIN / "benchmark_app", "litert": VENV_BIN / "litert-benchmark"}
-ROUNDS, QUICK_ROUNDS = 5, 3
+ROUNDS, QUICK_ROUNDS = 9, 3
 BATCHES = (1, 32)
 # Seconds each side times per case and round (the tool's iterations are sized from dse's p50).
 WINDOW_S, QUICK_WINDOW_S = 1.0, 0.3
@@ -233,23 +235,24 @@ def _load_since(before: tuple[int, int, int, float]) -> str:
 # ------------------------------------------------------------------------------------------- report
 def _row(case: Case) -> tuple[str, tuple[float, float] | None]:
     """The case's lines of the table, and its deviation on the tool's clock and on dse's host
-    clock, where the tool resolves it."""
-    host_ms = statistics.median(case.dse_ms)
-    dse_ms = statistics.median(case.runtime_ms) if case.runtime_ms else host_ms
+    clock (each the median of the rounds' ratios), where the tool resolves it."""
+    ours = case.runtime_ms or case.dse_ms
+    host_ms, dse_ms = statistics.median(case.dse_ms), statistics.median(ours)
     tool_ms = statistics.median(m.median_ms for m in case.tool)
-    dev, caller = deviation(dse_ms, tool_ms), deviation(host_ms, tool_ms)
+    ratio = statistics.median(d / m.median_ms for d, m in zip(ours, case.tool, strict=True))
+    caller = statistics.median(d / m.median_ms for d, m in zip(case.dse_ms, case.tool, strict=True))
+    dev, dev_caller = abs(ratio - 1), abs(caller - 1)
     clock = "runtime" if case.runtime_ms else "host"
     line = (f"  {case.label:22s} dse p50 {dse_ms:9.4f} ms ({clock})  tool median "
-            f"{tool_ms:9.4f} ms  ratio {dse_ms / tool_ms:6.3f}  dev {dev:6.3f}")
+            f"{tool_ms:9.4f} ms  paired ratio {ratio:6.3f}  dev {dev:6.3f}")
     if case.call_ms:
         line += (f"  host p50 {host_ms:9.4f} ms  call_us "
-                 f"{statistics.median(case.call_ms) * 1e3:5.2f}  dev_caller {caller:6.3f}")
-    rounds = " ".join(f"{d:.4f}/{m.median_ms:.4f}"
-                      for d, m in zip(case.runtime_ms or case.dse_ms, case.tool, strict=True))
+                 f"{statistics.median(case.call_ms) * 1e3:5.2f}  dev_caller {dev_caller:6.3f}")
+    rounds = " ".join(f"{d:.4f}/{m.median_ms:.4f}" for d, m in zip(ours, case.tool, strict=True))
     if not resolved(case.tool):
         return f"{line}  n/r (the tool prints {max(m.step_ms for m in case.tool):g} ms " \
                f"steps)\n    rounds dse/tool: {rounds}", None
-    return f"{line}\n    rounds dse/tool: {rounds}", (dev, caller)
+    return f"{line}\n    rounds dse/tool: {rounds}", (dev, dev_caller)
 
 
 def compare(quick: bool, rounds: int | None = None) -> tuple[float, float]:

@@ -32,6 +32,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from dse.order_statistics import student_t_quantile
+
 Verdict = Literal["a_faster", "b_faster", "tie"]
 A_FASTER: Verdict = "a_faster"
 B_FASTER: Verdict = "b_faster"
@@ -88,8 +90,6 @@ def trimmed_t_interval(values: npt.ArrayLike, trim: float,
     """Yuen's interval of the ``trim``-trimmed mean of ``values``: its centre and half-width
     (the winsorized variance, ``n - 2g - 1`` degrees of freedom; with ``g`` = 0 the plain
     t-interval of the mean)."""
-    from scipy.stats import t
-
     ordered = np.sort(np.asarray(values, dtype=np.float64))
     n = len(ordered)
     g = math.floor(trim * n)
@@ -98,7 +98,7 @@ def trimmed_t_interval(values: npt.ArrayLike, trim: float,
     spread = float(np.var(winsorized, ddof=1))
     se = math.sqrt(spread) / ((1.0 - 2.0 * g / n) * math.sqrt(n))
     dof = n - 2 * g - 1
-    return float(kept.mean()), float(t.ppf(0.5 + confidence / 2, dof)) * se
+    return float(kept.mean()), student_t_quantile(0.5 + confidence / 2, dof) * se
 
 
 def quantile_ratio(a_blocks: Sequence[Sequence[float]], b_blocks: Sequence[Sequence[float]],

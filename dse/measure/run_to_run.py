@@ -26,10 +26,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from scipy.stats import t as student_t
-
 from dse.atomic import atomic_write_text
 from dse.measure.stats import CONFIDENCE, PERCENTILES
+from dse.order_statistics import student_t_quantile
 
 #: Bumped when the file's meaning changes; an older file is not used (calibrate again).
 FORMAT = 1
@@ -59,7 +58,7 @@ class RunToRun:
         cv = self.cv.get(percentile, math.nan)
         if not math.isfinite(cv) or self.degrees_of_freedom < 1:
             return math.nan
-        return math.exp(float(student_t.ppf(0.5 + CONFIDENCE / 2, self.degrees_of_freedom)) * cv)
+        return math.exp(student_t_quantile(0.5 + CONFIDENCE / 2, self.degrees_of_freedom) * cv)
 
     def widen(self, percentile: str, value: float,
               interval: tuple[float, float] | None) -> tuple[float, float] | None:

@@ -21,7 +21,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.stats import t as student_t
+
+# Loaded here, before any measurement window: the interval maths (dse.order_statistics) calls
+# it between timed calls, and a first import there would land inside the window.
+import scipy.special  # noqa: F401
 
 from dse.exceptions import MeasurementError
 
@@ -36,6 +39,7 @@ from dse.order_statistics import PERCENTILES as PERCENTILES
 from dse.order_statistics import percentile_quantile as percentile_quantile
 from dse.order_statistics import quantile_ci_ranks as quantile_ci_ranks
 from dse.order_statistics import samples_for_ci as samples_for_ci
+from dse.order_statistics import student_t_quantile
 
 if TYPE_CHECKING:
     from dse.measure.run_to_run import RunToRun
@@ -81,7 +85,7 @@ def block_quantile_ci(samples: np.ndarray, block_sizes: Sequence[int], q: float,
     if (medians <= 0).any():
         return None
     standard_error = float(np.std(np.log(medians), ddof=1)) / math.sqrt(blocks)
-    factor = math.exp(float(student_t.ppf(0.5 + confidence / 2, blocks - 1)) * standard_error)
+    factor = math.exp(student_t_quantile(0.5 + confidence / 2, blocks - 1) * standard_error)
     pooled = float(np.quantile(samples, q))
     return pooled / factor, pooled * factor
 

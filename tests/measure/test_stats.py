@@ -215,3 +215,30 @@ def test_samples_for_an_interval_grow_with_the_percentile() -> None:
     assert needed == [6, 36, 72, 368, 3688]
     for q, n in zip((0.5, 0.9, 0.95, 0.99, 0.999), needed, strict=True):
         assert quantile_ci_ranks(n, q) is not None and quantile_ci_ranks(n - 1, q) is None
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 6, 36, 100, 368, 1000, 3688, 20000])
+@pytest.mark.parametrize("p", [0.5, 0.9, 0.95, 0.99, 0.999])
+def test_the_binomial_and_t_quantiles_are_scipy_stats_own(n: int, p: float) -> None:
+    # dse computes them from scipy.special (scipy.stats costs a second to import in every
+    # measuring process); they must be the very numbers scipy.stats gives.
+    from scipy.stats import t
+
+    from dse.order_statistics import binomial_quantile, student_t_quantile
+
+    for level in (0.0001, 0.025, 0.5, 0.975, 0.9999):
+        assert binomial_quantile(level, n, p) == int(binom.ppf(level, n, p)), (level, n, p)
+    assert student_t_quantile(p, n) == pytest.approx(float(t.ppf(p, n)), rel=1e-9)
+
+
+def test_measuring_imports_no_scipy_stats() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from dse.measure import measure_latency; "
+            "measure_latency(lambda: None, min_iters=20, min_seconds=0.0, max_seconds=0.1, "
+            "blocks=3, block_gap_s=0.0, warmup_max_seconds=0.01, required_quantiles=(0.5, 0.99)); "
+            "print('scipy.stats' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=120)
+    assert done.stdout.strip() == "False"

@@ -317,12 +317,13 @@ def interference_part(seed: int = 0) -> tuple[float, float]:
             (flagged.get("quiet", 0) + flagged.get("beside", 0)) / negatives)
 
 
-def _front_campaign(folder: Path, name: str, hog_midway: bool) -> tuple[set[str], int, int]:
+def _front_campaign(folder: Path, name: str, hog_midway: bool,
+                    measurement: str = "") -> tuple[set[str], int, int]:
     experiment = folder / "experiments" / f"{name}.yaml"
     experiment.write_text(
         f"name: {name}\nsearch_space: ../search_spaces/onnx-file-example.yaml\n"
         "devices: [../hw_profiles/local-cpu.yaml]\nsampler: {name: grid, seed: 0}\n"
-        "budget: {trials: 12}\n")
+        "budget: {trials: 12}\n" + (f"measurement: {measurement}\n" if measurement else ""))
     process = subprocess.Popen([str(Path(sys.executable).parent / "dse"), "run", str(experiment)],
                                stdout=subprocess.PIPE, text=True, cwd=folder,
                                env={**os.environ, "COLUMNS": "200"})
@@ -330,7 +331,10 @@ def _front_campaign(folder: Path, name: str, hog_midway: bool) -> tuple[set[str]
     started = 0.0
     done = 0
     assert process.stdout is not None
+    duel_lines: list[str] = []
     for line in process.stdout:
+        if "duel" in line:
+            duel_lines.append(line.strip())
         if line.startswith("#"):
             done += 1
             if hog_midway and done == 6 and hog is None:
@@ -349,21 +353,24 @@ def _front_campaign(folder: Path, name: str, hog_midway: bool) -> tuple[set[str]
     trials = pd.read_parquet(folder / "experiments" / "runs" / name / "trials.parquet")
     unclean = int((trials["measurement_quality"].fillna("ok") != "ok").sum())
     print(f"  {name}: front {sorted(keys)}; {unclean} of {len(trials)} trials not measured "
-          f"cleanly")
+          f"cleanly; {' / '.join(duel_lines) or 'no duels'}")
     for _, row in trials[trials["measurement_quality"].fillna("ok") != "ok"].iterrows():
         print(f"    {row['candidate_id']}: {row['measurement_quality']} after "
               f"{int(row['remeasures'])} re-measurement(s)")
     return keys, dirty, unclean
 
 
-def front_part() -> tuple[int, float]:
+def front_part(measurement: str = "") -> tuple[int, float]:
+    """Two runs of a grid campaign, quiet and with a hog midway (``measurement``: a YAML
+    mapping given to both as their ``measurement:``, for a diagnosis; the defaults otherwise):
+    the loaded run's front points not measured cleanly, and the two fronts' overlap."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "experiments").mkdir()
         for part in ("search_spaces", "hw_profiles"):
             shutil.copytree(REPO / part, folder / part)
-        quiet, _, _ = _front_campaign(folder, "quiet", hog_midway=False)
-        loaded, dirty, _ = _front_campaign(folder, "loaded", hog_midway=True)
+        quiet, _, _ = _front_campaign(folder, "quiet", False, measurement)
+        loaded, dirty, _ = _front_campaign(folder, "loaded", True, measurement)
     union = quiet | loaded
     return dirty, len(quiet & loaded) / len(union) if union else 1.0
 
@@ -476,6 +483,9 @@ def main() -> None:
                         help="seconds between calibration runs (its default)")
     parser.add_argument("--skip", nargs="*", default=[],
                         choices=["repeat", "interference", "front", "slow", "vendor", "duel"])
+    parser.add_argument("--front-measurement", default="",
+                        help="a YAML mapping for the front part's campaigns' measurement: block "
+                             "(a diagnosis, e.g. '{duels: {time_share: 1.0}}'; default: none)")
     parser.add_argument("--quick", action="store_true",
                         help="a few minutes: fewer runs, windows and trials in every part")
     args = parser.parse_args()
@@ -503,7 +513,7 @@ def main() -> None:
         print(f"BENCH interference_recall {recall:.2f}")
         print(f"BENCH interference_false_alarm {false_alarm:.2f}")
     if "front" not in args.skip:
-        dirty, jaccard = front_part()
+        dirty, jaccard = front_part(args.front_measurement)
         print(f"BENCH dirty_front_points {dirty}")
         print(f"BENCH front_jaccard {jaccard:.2f}")
     if "slow" not in args.skip:

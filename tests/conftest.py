@@ -87,7 +87,8 @@ devices: [../hw_profiles/local-cpu.yaml]
 sampler: {{name: random, seed: 1}}
 budget: {{trials: {trials}}}
 measurement: {{warmup_max_seconds: 0.1, min_iters: 5, min_seconds: 0.0, max_seconds: 0.5,
-               target_rel_ci: 0.05, precision: {{p50: 50, p99: 50}}, non_ok_on_front: true}}
+               target_rel_ci: 0.05, precision: {{p50: 50, p99: 50}}, interference: {{wait_s: 0.1}},
+               non_ok_on_front: true}}
 """
 
 

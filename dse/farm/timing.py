@@ -42,8 +42,7 @@ def measure_prepared(candidate: Candidate, prepared: PreparedCandidate, measure:
     window = TelemetryWindow(probes, missing)
 
     # What a deployment calls: the example bound to the runtime once (Runner.bound_call).
-    runner_call = runner.bound_call(example)
-    call: Callable[[], object] = runner_call
+    call = runner.bound_call(example)
 
     # Freed heap back to the system before the window: RSS in it is what is live.
     trim_heap()
@@ -54,7 +53,7 @@ def measure_prepared(candidate: Candidate, prepared: PreparedCandidate, measure:
         policy = measure.interference
         floor = run_to_run if measure.run_to_run == "auto" else None
         stats, disturbance, remeasured_because = _settled_latency(
-            call, measure, window, floor, runner.runtime_clock(runner_call))
+            call, measure, window, floor, runner.runtime_clock(call))
         metrics.update(latency_metrics(stats, candidate.batch_size, missing,
                                        required=measure.required_precision()))
         _record_footprint(prepared, metrics, missing)

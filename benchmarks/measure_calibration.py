@@ -360,13 +360,14 @@ def _front_campaign(folder: Path, name: str, hog_midway: bool,
     return keys, dirty, unclean
 
 
-def front_part(measurement: str = "") -> tuple[int, float]:
+def front_part(measurement: str = "", keep: Path | None = None) -> tuple[int, float]:
     """Two runs of a grid campaign, quiet and with a hog midway (``measurement``: a YAML
     mapping given to both as their ``measurement:``, for a diagnosis; the defaults otherwise):
-    the loaded run's front points not measured cleanly, and the two fronts' overlap."""
+    the loaded run's front points not measured cleanly, and the two fronts' overlap. ``keep``:
+    a new folder to run them in and leave behind (their run folders, for a diagnosis)."""
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        (folder / "experiments").mkdir()
+        folder = keep or Path(tmp)
+        (folder / "experiments").mkdir(parents=True)
         for part in ("search_spaces", "hw_profiles"):
             shutil.copytree(REPO / part, folder / part)
         quiet, _, _ = _front_campaign(folder, "quiet", False, measurement)
@@ -486,6 +487,9 @@ def main() -> None:
     parser.add_argument("--front-measurement", default="",
                         help="a YAML mapping for the front part's campaigns' measurement: block "
                              "(a diagnosis, e.g. '{duels: {time_share: 1.0}}'; default: none)")
+    parser.add_argument("--front-keep", type=Path, default=None,
+                        help="a new folder to run the front part's campaigns in and leave "
+                             "behind (default: a temporary one)")
     parser.add_argument("--quick", action="store_true",
                         help="a few minutes: fewer runs, windows and trials in every part")
     args = parser.parse_args()
@@ -513,7 +517,7 @@ def main() -> None:
         print(f"BENCH interference_recall {recall:.2f}")
         print(f"BENCH interference_false_alarm {false_alarm:.2f}")
     if "front" not in args.skip:
-        dirty, jaccard = front_part(args.front_measurement)
+        dirty, jaccard = front_part(args.front_measurement, args.front_keep)
         print(f"BENCH dirty_front_points {dirty}")
         print(f"BENCH front_jaccard {jaccard:.2f}")
     if "slow" not in args.skip:

@@ -363,12 +363,13 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
             progress = {name: study_progress(study) for name, study in studies.items()}
         budget = experiment.spec.budget.trials
         searched = campaign_finished(progress, budget)
+        looks_left = _second_looks_left(experiment, studies, farm_names) if searched else 0
         duels_left = _duels_left(experiment, studies, farm_names) if searched else 0
-        notice = resume_notice(progress, budget, duels_left)
+        notice = resume_notice(progress, budget, duels_left, looks_left)
         if notice is not None and on_notice is not None:
             on_notice(notice)
         # A finished campaign starts no dispatcher: Ray would take seconds to find nothing to do.
-        if not campaign_finished(progress, budget, duels_left):
+        if not campaign_finished(progress, budget, duels_left + looks_left):
             from dse.search.duel_round import run_duels
             from dse.search.loop import SearchLoop  # the farm's dispatcher, scipy: not before
 
@@ -376,13 +377,15 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
                 check_model_output(experiment, on_farm)
             dispatcher = make_dispatcher(experiment, evaluator, on_farm, address)
             try:
+                loop = SearchLoop(experiment, studies, dispatcher, run_dir,
+                                  on_trial=on_trial, evaluated=evaluated,
+                                  lease_check=lease.check)
                 if not searched:
-                    loop = SearchLoop(experiment, studies, dispatcher, run_dir,
-                                      on_trial=on_trial, evaluated=evaluated,
-                                      lease_check=lease.check)
                     loop.run()
                     if on_notice is not None:
                         _say_exhausted(loop, on_notice)
+                # Trials not measured cleanly, once more now that the search is done.
+                _second_looks(loop, on_notice)
                 # Close calls on each farm device's front, timed side by side (measurement.duels).
                 with refused_writes_as_errors(run_dir, RESUME_ADVICE):
                     run_duels(experiment, studies, dispatcher, farm_names,
@@ -405,6 +408,26 @@ def _duels_left(experiment: Experiment, studies: Mapping[str, optuna.Study],
     objectives = [o.metric for o in experiment.space.objectives]
     return sum(len(pending_pairs(studies[name], objectives, experiment.spec.measurement.duels))
                for name in farm)
+
+
+def _second_looks_left(experiment: Experiment, studies: Mapping[str, optuna.Study],
+                       farm: Collection[str]) -> int:
+    """How many trials the farm devices' studies still owe a second look."""
+    from dse.search.second_looks import pending_second_looks
+
+    objectives = [o.metric for o in experiment.space.objectives]
+    limit = experiment.spec.measurement.second_looks
+    return sum(len(pending_second_looks(studies[name], objectives, limit)) for name in farm)
+
+
+def _second_looks(loop: SearchLoop, on_notice: Callable[[str], object] | None) -> None:
+    """The second-look round (:meth:`SearchLoop.second_looks`), announced per device."""
+    if on_notice is not None:
+        for name, owed in loop.owed_second_looks().items():
+            on_notice(f"{name}: {len(owed)} trial{'' if len(owed) == 1 else 's'} not measured "
+                      f"cleanly measured once more (second look at "
+                      f"{', '.join(f'#{t.number}' for t in owed)})")
+    loop.second_looks()
 
 
 def _say_exhausted(loop: SearchLoop, on_notice: Callable[[str], object]) -> None:

@@ -131,10 +131,10 @@ class ResumeNotice(str):
 
 
 def resume_notice(progress: Mapping[str, StudyProgress], budget: int,
-                  duels_left: int = 0) -> ResumeNotice | None:
+                  duels_left: int = 0, looks_left: int = 0) -> ResumeNotice | None:
     """``resuming: N of M trials done`` (per device when there are several, and whether the
-    budget is already met, with the duels still to run) for a campaign whose studies hold
-    trials; None for a new one."""
+    budget is already met, with the second looks and duels still to run) for a campaign whose
+    studies hold trials; None for a new one."""
     if not any(p.started for p in progress.values()):
         return None
     done = sum(min(p.completed, budget) for p in progress.values())
@@ -143,19 +143,24 @@ def resume_notice(progress: Mapping[str, StudyProgress], budget: int,
     if len(progress) > 1:
         text += " (" + ", ".join(f"{name} {p.completed} of {budget}"
                                  for name, p in progress.items()) + ")"
-    if campaign_finished(progress, budget, duels_left):
+    if campaign_finished(progress, budget, duels_left + looks_left):
         text += "; every device has its budget.trials: nothing left to measure"
     elif campaign_finished(progress, budget):
-        text += (f"; every device has its budget.trials; {duels_left} duel"
-                 f"{'' if duels_left == 1 else 's'} of close calls left to run")
+        left = [f"{looks_left} second look{'' if looks_left == 1 else 's'} at trials not "
+                f"measured cleanly" if looks_left else "",
+                f"{duels_left} duel{'' if duels_left == 1 else 's'} of close calls"
+                if duels_left else ""]
+        text += f"; every device has its budget.trials; {' and '.join(filter(None, left))} left " \
+                f"to run"
     return ResumeNotice(text, done, total)
 
 
 def campaign_finished(progress: Mapping[str, StudyProgress], budget: int,
-                      duels_left: int = 0) -> bool:
+                      left: int = 0) -> bool:
     """Every device's study has its budget of distinct candidates measured and no trial a
-    stopped driver left running (which the next run recovers), and no duel of close calls is
-    left to run (``duels_left``, :func:`dse.search.duels.pending_pairs`): a run has nothing
-    to do."""
-    return duels_left == 0 and all(p.completed >= budget and p.running == 0
+    stopped driver left running (which the next run recovers), and nothing of the search's end
+    is left to run (``left``: second looks, :func:`dse.search.second_looks.pending_second_looks`,
+    and duels of close calls, :func:`dse.search.duels.pending_pairs`): a run has nothing to
+    do."""
+    return left == 0 and all(p.completed >= budget and p.running == 0
                                    for p in progress.values())

@@ -24,6 +24,10 @@ COST_COLUMNS: tuple[str, ...] = ("fidelity", "device_seconds", "screen_seconds",
 # A trial's side of the duels that ordered it against others (``dse.search.duel_records``): JSON
 # text, in the table only when some trial of it was in a duel.
 DUEL_COLUMN = "duels"
+# The trial a second look measured again at the end of the search (``dse.search.second_looks``):
+# in the table only when some trial is one. A trial with a second look whose status is ok
+# competes no more; the second look does, in its place.
+SECOND_LOOK_COLUMN = "second_look_of"
 PARAM_PREFIX = "param."
 CONSTRAINT_PREFIX = "constraint."
 
@@ -61,7 +65,8 @@ RELATIVE_SUFFIX = " vs baseline"
 
 def metric_columns(frame: pd.DataFrame) -> list[str]:
     """The metric columns of a trials table, in table order (not the ratios to the baseline)."""
-    fixed = set(IDENTITY_COLUMNS) | set(TIME_COLUMNS) | set(COST_COLUMNS) | {DUEL_COLUMN}
+    fixed = (set(IDENTITY_COLUMNS) | set(TIME_COLUMNS) | set(COST_COLUMNS)
+             | {DUEL_COLUMN, SECOND_LOOK_COLUMN})
     return [
         str(c) for c in frame.columns
         if str(c) not in fixed
@@ -85,9 +90,18 @@ def blocks_front(quality: str | None, non_ok_on_front: bool) -> bool:
 
 
 def competing_mask(trials: pd.DataFrame) -> pd.Series:
-    """True for the rows allowed on a front: state COMPLETE, status ok, feasible, and measured
-    cleanly (``quality_blocks_front`` false: see ``measurement.non_ok_on_front``)."""
-    mask = (trials["state"] == "COMPLETE") & (trials["status"] == "ok") & trials["feasible"]
+    """True for the rows allowed on a front: state COMPLETE, status ok, feasible, measured
+    cleanly (``quality_blocks_front`` false: see ``measurement.non_ok_on_front``), and not
+    looked at again by a second look that measured it (that one competes in its place)."""
+    ok = (trials["state"] == "COMPLETE") & (trials["status"] == "ok")
+    mask = ok & trials["feasible"]
     if "quality_blocks_front" in trials.columns:
         mask = mask & ~trials["quality_blocks_front"].fillna(False).astype(bool)
+    if SECOND_LOOK_COLUMN in trials.columns:
+        looks = trials[ok.fillna(False).astype(bool) & trials[SECOND_LOOK_COLUMN].notna()]
+        devices = trials["device"].astype("string").fillna("") if "device" in trials.columns \
+            else pd.Series("", index=trials.index, dtype="string")
+        seen = set(zip(devices[looks.index], looks[SECOND_LOOK_COLUMN].astype(int), strict=True))
+        mask = mask & ~pd.Series([(d, int(n)) in seen for d, n in
+                                  zip(devices, trials["trial"], strict=True)], index=trials.index)
     return mask.fillna(False).astype(bool)

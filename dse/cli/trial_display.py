@@ -36,6 +36,8 @@ def describe(outcome: TrialOutcome, objectives: Sequence[str]) -> str:
         head += f" {c.backend}/{c.precision} b{c.batch_size}"
     if c.params:  # free parameters, as compact as the arch and knobs of the front table
         head += " " + " ".join(f"{key}={_value(value)}" for key, value in c.params.items())
+    if outcome.second_look_of is not None:
+        head += f" (second look at #{outcome.second_look_of})"
     if outcome.status != "ok":
         return f"{head}: {outcome.status}: {outcome.reason}"
     notes = f" (reused #{outcome.reused_from})" if outcome.reused_from is not None else ""

@@ -7,8 +7,12 @@ The protocol:
 1. each call once on its own (lazy initialisation), then both warmed up, alternately;
 2. rounds of one block of each, back to back, the order alternating between rounds (A then B,
    then B then A: whatever the first block of a round does to the second — a cache the other
-   left cold, a clock still rising — falls on each side equally often); every block is warmed by
-   a few untimed calls first and times enough calls to last about ``block_seconds``;
+   left cold, a clock still rising — falls on each side equally often); every block starts once
+   the process is idle (:func:`dse.measure.quiet.wait_until_quiet`: the other side's worker
+   threads, still spinning after its block, would otherwise share the cores with this one — an
+   ONNX Runtime pool of two threads spins about 50 ms, longer than a block), is warmed by
+   untimed calls for about a quarter of its length (waking its own threads again) and times
+   enough calls to last about ``block_seconds``;
 3. at ``min_rounds`` rounds, and then each time the rounds have grown by half again, stop once
    every asked percentile's interval at :data:`LOOK_CONFIDENCE` lies wholly beyond ``margin``
    on one side of 1, or wholly within it (looking after every round, even at 99%, finds a
@@ -38,24 +42,30 @@ from dse.measure.duel_stats import (
     verdict,
     within,
 )
+from dse.measure.quiet import wait_until_quiet
 from dse.measure.timers import Timer, cuda_timed, host_timed
 
 #: The confidence at which a duel may stop before its time is up, and how much the rounds grow
 #: between two looks.
 LOOK_CONFIDENCE, LOOK_GROWTH = 0.995, 1.5
-#: Untimed calls at the start of every block.
-BLOCK_WARM_CALLS = 2
+#: Fewest untimed calls at the start of every block, and the share of its timed calls they are
+#: at least (its own threads asleep after the idle wait, the first calls wake them).
+BLOCK_WARM_CALLS, BLOCK_WARM_SHARE = 2, 0.25
 #: Fewest and most timed calls in a block.
 MIN_BLOCK_CALLS, MAX_BLOCK_CALLS = 3, 2000
 #: Share of ``max_seconds`` the warm-up may take, and its cap in seconds.
 WARMUP_SHARE, WARMUP_MAX_S = 0.1, 1.0
+#: Longest wait before a block for the process to go idle (the rest of the time it would take is
+#: spent timing beside the spinning threads, as before the wait).
+QUIET_MAX_S = 0.2
 
 
 @dataclass(frozen=True)
 class DuelRun:
     """What a duel measured: per asked quantile, A's percentile over B's with its interval
     (None where the calls were too few for one, as for a p99 of a few hundred calls); the
-    rounds, the timed window's seconds, the warm-up's, and each side's calls per block."""
+    rounds, the timed window's seconds, the warm-up's, each side's calls per block, and the
+    blocks that started before the process was idle (:data:`QUIET_MAX_S` was not enough)."""
 
     ratios: dict[float, PairedRatio | None]
     margin: float
@@ -66,6 +76,7 @@ class DuelRun:
     stopped_early: bool
     a_block_p50_ms: list[float] = field(default_factory=list)
     b_block_p50_ms: list[float] = field(default_factory=list)
+    blocks_not_quiet: int = 0
 
     def verdicts(self) -> dict[float, str]:
         """Per quantile: ``a_faster``, ``b_faster`` or ``tie`` (a tie where no interval), by
@@ -121,6 +132,7 @@ def run_duel(call_a: Callable[[], object], call_b: Callable[[], object], *,
     sizes = tuple(int(np.clip(round(block_seconds * 1e3 / max(ms, 1e-6)), MIN_BLOCK_CALLS,
                               MAX_BLOCK_CALLS)) for ms in typical)
     blocks: tuple[list[list[float]], list[list[float]]] = ([], [])
+    not_quiet = 0
     if on_window is not None:
         on_window(True)
     start = time.perf_counter()
@@ -129,6 +141,8 @@ def run_duel(call_a: Callable[[], object], call_b: Callable[[], object], *,
     while True:
         order = (0, 1) if len(blocks[0]) % 2 == 0 else (1, 0)
         for turn in order:
+            # Every block from the same state: the process idle, both sides' threads asleep.
+            not_quiet += not wait_until_quiet(QUIET_MAX_S)
             blocks[turn].append(_block(timed[turn], sizes[turn]))
         rounds = len(blocks[0])
         if rounds >= look:
@@ -144,7 +158,7 @@ def run_duel(call_a: Callable[[], object], call_b: Callable[[], object], *,
     ratios = {q: _ratio(blocks, q, CONFIDENCE) for q in quantiles}
     return DuelRun(ratios, margin, len(blocks[0]), seconds, warmup_seconds, (sizes[0], sizes[1]),
                    stopped_early, [float(np.median(b)) for b in blocks[0]],
-                   [float(np.median(b)) for b in blocks[1]])
+                   [float(np.median(b)) for b in blocks[1]], not_quiet)
 
 
 def _check(quantiles: Sequence[float], max_seconds: float, block_seconds: float,
@@ -170,9 +184,9 @@ def _warm_up(timed: Sequence[Callable[[], float]], seconds: float) -> tuple[floa
 
 
 def _block(timed: Callable[[], float], calls: int) -> list[float]:
-    """One block: a few untimed calls (the other side's block may have left caches cold), then
-    ``calls`` timed ones."""
-    for _ in range(BLOCK_WARM_CALLS):
+    """One block: untimed calls (the other side's block may have left caches cold, and the idle
+    wait this side's threads asleep), then ``calls`` timed ones."""
+    for _ in range(max(BLOCK_WARM_CALLS, math.ceil(BLOCK_WARM_SHARE * calls))):
         timed()
     return [timed() for _ in range(calls)]
 

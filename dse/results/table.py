@@ -20,6 +20,7 @@ from dse.columns import (
     COST_COLUMNS,
     NON_OK_ON_FRONT_ATTR,
     PARAM_PREFIX,
+    SECOND_LOOK_COLUMN,
     blocks_front,
     competing_mask,
     constraint_column,
@@ -138,6 +139,9 @@ def trials_frame(study: optuna.Study | Sequence[optuna.Study]) -> pd.DataFrame:
         dtype="float64")
     columns["reused_from"] = pd.Series([r.trial.user_attrs.get("reused_from") for r in rows],
                                        dtype="Int64")
+    looks = [r.trial.user_attrs.get(SECOND_LOOK_COLUMN) for r in rows]
+    if any(look is not None for look in looks):
+        columns[SECOND_LOOK_COLUMN] = pd.Series(looks, dtype="Int64")
     for name in COST_COLUMNS:
         values = [r.trial.user_attrs.get(name) for r in rows]
         if any(value is not None for value in values):
@@ -188,14 +192,18 @@ TOP_REASONS = 2
 def quality_summary(trials: pd.DataFrame) -> str:
     """One line on how every trial ended and how cleanly the measured ones were measured ("32
     trials: 27 measured cleanly (3 after re-measuring), 1 imprecise, 1 underpowered (kept off the
-    front); 2 failed (2: <reason>); 1 reused an earlier result"), or "" when the harness measured
-    none (a campaign of evaluators)."""
+    front); 2 second looks at the end of the search: 1 clean; 2 failed (2: <reason>); 1 reused an
+    earlier result"), or "" when the harness measured none (a campaign of evaluators). The
+    labels count first measurements; a second look's outcome is counted on its own."""
     if "measurement_quality" not in trials.columns:
         return ""
     fresh = trials[trials["reused_from"].isna()]
     measured = fresh[fresh["measurement_quality"].notna()]
     if measured.empty:
         return ""
+    looks = (measured[SECOND_LOOK_COLUMN].notna() if SECOND_LOOK_COLUMN in measured.columns
+             else pd.Series(False, index=measured.index))
+    second, measured = measured[looks], measured[~looks]
     labels = measured["measurement_quality"].astype(str)
     again = measured["remeasures"].fillna(0).astype(int)
     clean = labels == "ok"
@@ -211,6 +219,9 @@ def quality_summary(trials: pd.DataFrame) -> str:
                  else " (allowed on the front)" if blocked == 0 else "")
     if int(again.sum()):
         line += f"; {int(again.sum())} re-measurement(s) in all"
+    if not second.empty:
+        line += (f"; {len(second)} second look{'' if len(second) == 1 else 's'} at the end of the "
+                 f"search: {int((second['measurement_quality'] == 'ok').sum())} clean")
     parts = [_failures(fresh[fresh["status"] == "failed"])]
     infeasible = int((fresh["status"] == "infeasible").sum())
     parts.append(f"{infeasible} infeasible" if infeasible else "")

@@ -43,7 +43,9 @@ def counts_toward_budget(trial: optuna.trial.FrozenTrial) -> bool:
     reused an earlier result is not one). Read by the loop on resume and by the resume notice."""
     from optuna.trial import TrialState
 
-    return trial.state == TrialState.COMPLETE and "reused_from" not in trial.user_attrs
+    # A second look (dse.search.second_looks) measures a candidate already counted.
+    return (trial.state == TrialState.COMPLETE and "reused_from" not in trial.user_attrs
+            and "second_look_of" not in trial.user_attrs)
 
 
 #: ``failure_scope`` of a failure that is the architecture's (the worker's ArchFailure: the model
@@ -219,8 +221,10 @@ class DeviceSearch:
 
 
 def _requeue_once(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> None:
-    """Queue the trial's parameters again, unless it is itself a re-queue or was re-queued."""
-    if "requeued_from" in frozen.user_attrs or not frozen.params:
+    """Queue the trial's parameters again, unless it is itself a re-queue or was re-queued; never
+    a second look (the second-look round owes it again: dse.search.second_looks)."""
+    if ("requeued_from" in frozen.user_attrs or "second_look_of" in frozen.user_attrs
+            or not frozen.params):
         return
     requeued = {t.user_attrs.get("requeued_from") for t in study.get_trials(deepcopy=False)}
     if frozen.number not in requeued:

@@ -6,7 +6,8 @@ never touch storage. What a trial carries (user attrs) is the contract that ``ds
 and, where they apply, ``reused_from``, ``failure_scope`` (``arch``: a failure of the model
 itself, reused by every candidate of its architecture), ``samples_file``, ``device_seconds`` and,
 with screening (``search.screening``), ``fidelity``, ``screen_seconds`` and ``full_seconds``
-(see :func:`dse.search.screening.fidelity_attrs`).
+(see :func:`dse.search.screening.fidelity_attrs`), and ``second_look_of`` on a trial that measured
+another's candidate again at the end of the search (:mod:`dse.search.second_looks`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from dse.search.duel_records import read_records
 from dse.search.failure_stops import FailureStops
 from dse.search.interrupts import StickyInterrupt
 from dse.search.screening import FrontTracker, fidelity_attrs, screening_request
+from dse.search.second_looks import SECOND_LOOK_ATTR, pending_second_looks
 from dse.search.space import suggest_candidate
 from dse.spec import Experiment
 
@@ -70,6 +72,7 @@ class TrialOutcome:
     budget: int
     fidelity: str | None = None  # "screen" or "full" with screening on; None otherwise
     quality: str | None = None  # measurement_quality of a measured trial (None: not measured)
+    second_look_of: int | None = None  # the trial a second look measured again
 
 
 ProgressCallback = Callable[[TrialOutcome], None]
@@ -82,6 +85,7 @@ class _Pending:
     profile: str
     trial: optuna.Trial
     candidate: Candidate
+    second_look_of: int | None = None
 
 
 class SearchLoop:
@@ -244,14 +248,14 @@ class SearchLoop:
         if reused is None:
             self.stops.measured(f"{search.profile.name} trial {pending.trial.number}", status,
                                 reason, farm=search.profile.name not in self.evaluated)
-            if status == "ok":
+            if status == "ok" and pending.second_look_of is None:
                 search.completed += 1
         if self.on_trial is not None:
             budget = self.experiment.spec.budget.trials
             self.on_trial(TrialOutcome(
                 pending.trial.number, pending.candidate, status, reason, metrics, reused,
                 sum(s.completed for s in self.searches.values()), budget * len(self.searches),
-                fidelity, quality))
+                fidelity, quality, pending.second_look_of))
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -313,6 +317,73 @@ class SearchLoop:
         except BaseException as exc:
             self._abandon(exc)
             raise
+
+    # -- second looks ------------------------------------------------------------------------
+
+    def second_looks(self) -> int:
+        """Measure once more, on each farm device, the trials still owed a second look
+        (:func:`dse.search.second_looks.pending_second_looks`), each as a new trial recorded as
+        any other; the number measured. Interrupts and errors as in :meth:`run`."""
+        from dse.storage.write_failure import RESUME_ADVICE, refused_writes_as_errors
+
+        with StickyInterrupt() as interrupts, refused_writes_as_errors(self.run_dir, RESUME_ADVICE):
+            self._interrupts = interrupts
+            try:
+                return self._second_looks(interrupts)
+            except BaseException as exc:
+                self._abandon(exc)
+                raise
+
+    def owed_second_looks(self) -> dict[str, list[optuna.trial.FrozenTrial]]:
+        """Per farm device, the trials still owed a second look."""
+        limit = self.measurement.second_looks
+        return {name: owed for name, search in self.searches.items()
+                if name not in self.evaluated
+                and (owed := pending_second_looks(search.study, self.objectives, limit))}
+
+    def _second_looks(self, interrupts: StickyInterrupt) -> int:
+        with self.node_lock.shared():
+            owed = self.owed_second_looks()
+        if not owed:
+            return 0
+        self.dispatcher.start()
+        for name, trials in owed.items():
+            for first in trials:
+                self._submit_second_look(self.searches[name], first)
+        measured = 0
+        while self.pending:
+            interrupts.check()
+            self.lease_check()
+            finished = self.dispatcher.wait()
+            with self.node_lock.shared():
+                for done in finished:
+                    self._finish_measured(done)
+                    measured += 1
+        return measured
+
+    def _submit_second_look(self, search: DeviceSearch, first: optuna.trial.FrozenTrial) -> None:
+        """A new trial of ``first``'s candidate, handed to the farm: created RUNNING with its
+        parameters (not through the sampler, which has nothing to choose), recorded as this
+        run's in one step."""
+        import optuna
+
+        template = optuna.trial.create_trial(
+            state=optuna.trial.TrialState.RUNNING, params=first.params,
+            distributions=first.distributions,
+            user_attrs={SECOND_LOOK_ATTR: first.number})
+        study = search.study
+        with self._interrupts.deferred():
+            # Optuna's own storage call, as Study.enqueue_trial makes it (with a WAITING trial).
+            trial_id = study._storage.create_new_trial(study._study_id, template_trial=template)
+            trial = optuna.trial.Trial(study, trial_id)
+            self.asked.setdefault(search.profile.name, set()).add(trial.number)
+        candidate = Candidate.from_dict(dict(first.user_attrs["candidate"]))
+        trial.set_user_attr("candidate", candidate.to_dict())
+        trial.set_user_attr("candidate_id", candidate.candidate_id)
+        key = next(self._keys)
+        self.pending[key] = _Pending(search.profile.name, trial, candidate, first.number)
+        self.dispatcher.submit(Job(key, candidate, self.space.training, self.measurement,
+                                   self.experiment.spec.budget.trial_timeout_s))
 
     def _open_searches(self) -> list[DeviceSearch]:
         """The profiles whose budget is still open: fewer distinct candidates measured than

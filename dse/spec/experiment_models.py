@@ -288,6 +288,15 @@ class MeasureSpec(Strict):
         description="Let trials whose measurement is not clean (measurement_quality "
                     "disturbed, underpowered, unstable or imprecise) onto the reported front; by default "
                     "they are kept in every table, shown apart, and off the front.")
+    second_looks: int = Field(
+        default=8, ge=0, le=1000,
+        description="Trials at most, per device, measured once more at the end of its search "
+                    "because their measurement was not clean (disturbed, unstable, underpowered "
+                    "or imprecise: the other work that disturbed them has often passed by then), "
+                    "the most promising first. A second look is a trial of its own "
+                    "(second_look_of names the first); a clean one competes for the front in "
+                    "the first's place, which stays in the tables. 0: none; none either with "
+                    "non_ok_on_front, where labels keep no trial off the front.")
     sustained_seconds: float = Field(
         default=0.0, ge=0, allow_inf_nan=False,
         description="Run the candidate this long without pause and report latency drift beside "

@@ -43,10 +43,23 @@ def test_underpowered_trials_are_flagged_everywhere_and_kept_off_the_front(
     experiment = load_experiment(tiny_campaign)
     trials = pd.read_parquet(experiment.run_dir / "trials.parquet")
     fresh = trials[trials["reused_from"].isna()]
+    # Each measured candidate looked at once more at the end of the search (a second look),
+    # underpowered again: it is a trial of its own that names the first, and counts no budget.
+    looks = fresh[fresh["second_look_of"].notna()]
+    firsts = fresh[fresh["second_look_of"].isna()]
+    assert sorted(looks["second_look_of"]) == sorted(firsts["trial"])
+    assert list(looks["candidate_id"]) == [
+        firsts.set_index("trial").loc[n, "candidate_id"] for n in looks["second_look_of"]]
+    assert len(firsts) == 3  # budget.trials: distinct candidates, second looks not counted
+    assert sorted(int(line.split("(second look at #")[1].split(")")[0]) for line in progress
+                  if "(second look at #" in line) == sorted(looks["second_look_of"])
     # Every trial counted, each measured one re-measured once (at a quieter moment).
-    assert (f"measurement: {len(trials)} trials: 0 measured cleanly, {len(fresh)} "
-            f"underpowered (kept off the front); {len(fresh)} re-measurement(s) in all"
-            ) in " ".join(result.output.split())
+    assert (f"measurement: {len(trials)} trials: 0 measured cleanly, {len(firsts)} "
+            f"underpowered (kept off the front); {len(firsts)} re-measurement(s) in all; "
+            f"{len(looks)} second look{'s' if len(looks) > 1 else ''} at the end of the search: "
+            f"0 clean") in " ".join(result.output.split())
+    assert (f"local-cpu: {len(looks)} trial{'s' if len(looks) > 1 else ''} not measured cleanly "
+            f"measured once more") in " ".join(result.output.split())
     assert (fresh["status"] == "ok").all() and (fresh["remeasures"] == 1).all()
     assert (fresh["measurement_quality"] == "underpowered").all()
     assert fresh["quality_blocks_front"].all()

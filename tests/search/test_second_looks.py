@@ -1,0 +1,120 @@
+"""Second looks: which trials not measured cleanly are measured once more at the end of a
+device's search, and how a second look stands in the tables (the front, the closing line)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from dse.campaign_setup import campaign_finished, resume_notice
+from dse.columns import NON_OK_ON_FRONT_ATTR
+from dse.results import front_frame, quality_summary, trials_frame
+from dse.results.testing import campaign_study, candidate, record_trial
+from dse.search.device_search import counts_toward_budget
+from dse.search.second_looks import pending_second_looks
+from dse.search.study import StudyProgress
+
+OBJECTIVES = ["accuracy", "latency_p50_ms"]
+
+
+def _trial(study: optuna.Study, width: float, accuracy: float, p50: float,
+           quality: str | None, **attrs: Any) -> int:
+    return record_trial(study, candidate("onnxruntime", "fp32", width, 1),
+                        metrics={"accuracy": accuracy, "latency_p50_ms": p50},
+                        extra_attrs={"candidate_id": f"w{width}", "measurement_quality": quality,
+                                     **attrs})
+
+
+def _study() -> optuna.Study:
+    """0, 1: clean; 2: disturbed, dominated by both; 3: unstable, on the front by its values;
+    4: imprecise, dominated by 0 only; 5: a repeat of 2; 6: disturbed, but its candidate also has
+    the clean 1; 7: underpowered, screened only; 8: disturbed, failed nothing (an evaluator's
+    value has no label: 9)."""
+    study = campaign_study("looks", OBJECTIVES)
+    _trial(study, 1.0, 0.9, 1.0, "ok")                          # 0
+    _trial(study, 0.5, 0.8, 0.5, "ok")                          # 1
+    _trial(study, 0.75, 0.7, 2.0, "disturbed")                  # 2
+    _trial(study, 2.0, 0.95, 0.6, "unstable")                   # 3
+    _trial(study, 1.5, 0.85, 1.5, "imprecise")                  # 4
+    _trial(study, 0.75, 0.7, 2.0, "disturbed", reused_from=2)   # 5
+    _trial(study, 0.5, 0.8, 0.4, "disturbed")                   # 6
+    _trial(study, 3.0, 0.99, 5.0, "underpowered", fidelity="screen")  # 7
+    _trial(study, 4.0, 0.5, 9.0, "disturbed")                   # 8
+    _trial(study, 5.0, 0.5, 9.0, None)                          # 9
+    return study
+
+
+def test_the_most_promising_unclean_trials_are_owed_one_second_look_each() -> None:
+    study = _study()
+    # 3 is dominated by no clean trial, 4 by one, 2 by both, 8 by both; 6's candidate is settled
+    # by the clean 1, 5 is a repeat, 7 only a screen, 9 no harness measurement.
+    assert [t.number for t in pending_second_looks(study, OBJECTIVES, 8)] == [3, 4, 2, 8]
+    assert [t.number for t in pending_second_looks(study, OBJECTIVES, 2)] == [3, 4]
+    assert pending_second_looks(study, OBJECTIVES, 0) == []
+
+    # A second look taken counts against the limit and settles its candidate, whatever it found;
+    # one an interrupt stopped is owed again.
+    _trial(study, 2.0, 0.95, 0.7, "unstable", second_look_of=3)
+    _trial(study, 1.5, 0.85, 1.5, "imprecise", second_look_of=4, interrupted=True)
+    assert [t.number for t in pending_second_looks(study, OBJECTIVES, 3)] == [4, 2]
+    # A campaign that lets unclean trials on the front needs none.
+    study.set_user_attr(NON_OK_ON_FRONT_ATTR, True)
+    assert pending_second_looks(study, OBJECTIVES, 8) == []
+
+
+def test_a_second_look_counts_no_budget_and_is_never_requeued() -> None:
+    study = _study()
+    number = _trial(study, 2.0, 0.95, 0.55, "ok", second_look_of=3)
+    looked = study.get_trials()[number]
+    assert not counts_toward_budget(looked)
+    assert counts_toward_budget(study.get_trials()[0])
+
+
+def test_a_clean_second_look_competes_in_place_of_its_first() -> None:
+    study = _study()
+    # Trial 2's second look is clean and fast: it is on the front, 2 itself stays off it.
+    look = _trial(study, 0.75, 0.7, 0.3, "ok", second_look_of=2)
+    trials = trials_frame(study)
+    assert trials.set_index("trial").loc[look, "second_look_of"] == 2
+    assert trials["second_look_of"].isna().sum() == len(trials) - 1
+    front = front_frame(trials, OBJECTIVES)
+    assert look in set(front["trial"]) and 2 not in set(front["trial"])
+
+    # Where unclean trials may be on the front, the first is superseded all the same: the front
+    # lists each configuration once, by its latest measurement.
+    study.set_user_attr(NON_OK_ON_FRONT_ATTR, True)
+    front = front_frame(trials_frame(study), OBJECTIVES)
+    assert look in set(front["trial"]) and 2 not in set(front["trial"])
+    assert 3 in set(front["trial"])  # no second look: its unclean value stands
+
+    line = quality_summary(trials_frame(study))
+    assert line.startswith("11 trials: 2 measured cleanly, 3 disturbed, 1 imprecise, "
+                           "1 underpowered, 1 unstable (allowed on the front)")
+    assert line.endswith("; 1 second look at the end of the search: 1 clean; "
+                         "1 reused an earlier result")
+
+
+def test_a_second_look_that_failed_leaves_its_first_where_it_was() -> None:
+    study = _study()
+    record_trial(study, candidate("onnxruntime", "fp32", 2.0, 1), status="failed",
+                 reason="the device went away", state=TrialState.FAIL,
+                 extra_attrs={"candidate_id": "w2.0", "second_look_of": 3})
+    study.set_user_attr(NON_OK_ON_FRONT_ATTR, True)
+    assert 3 in set(front_frame(trials_frame(study), OBJECTIVES)["trial"])
+    # It was taken (not interrupted): 3 is owed nothing more.
+    study.set_user_attr(NON_OK_ON_FRONT_ATTR, False)
+    assert 3 not in [t.number for t in pending_second_looks(study, OBJECTIVES, 8)]
+
+
+def test_the_resume_notice_names_the_second_looks_left() -> None:
+    progress = {"local-cpu": StudyProgress(started=12, completed=10, running=0)}
+    assert not campaign_finished(progress, 10, 2)
+    notice = resume_notice(progress, 10, duels_left=1, looks_left=2)
+    assert notice is not None and str(notice) == (
+        "resuming: 10 of 10 trials done; every device has its budget.trials; 2 second looks at "
+        "trials not measured cleanly and 1 duel of close calls left to run")
+    notice = resume_notice(progress, 10, looks_left=1)
+    assert notice is not None and str(notice).endswith(
+        "; 1 second look at trials not measured cleanly left to run")

@@ -229,9 +229,12 @@ def _front(study: optuna.Study,
     objectives = [current_metric_name(str(name)) for name in study.user_attrs.get("objectives", [])]
     declared = [current_constraint_text(str(text))
                 for text in study.user_attrs.get("constraints", [])]
+    # A trial a second look measured again competes no more: the second look does, in its place.
+    looked = {t.user_attrs["second_look_of"] for t in completed
+              if t.user_attrs.get("status") == "ok" and "second_look_of" in t.user_attrs}
     competing = [t for t in completed
                  if t.user_attrs.get("status") == "ok" and "reused_from" not in t.user_attrs
-                 and t.values is not None and len(t.values) == len(objectives)
+                 and t.number not in looked and t.values is not None and len(t.values) == len(objectives)
                  and "candidate" in t.user_attrs and _feasible(t, declared)]
     if not competing or not objectives:
         return []

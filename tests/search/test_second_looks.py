@@ -118,3 +118,14 @@ def test_the_resume_notice_names_the_second_looks_left() -> None:
     notice = resume_notice(progress, 10, looks_left=1)
     assert notice is not None and str(notice).endswith(
         "; 1 second look at trials not measured cleanly left to run")
+
+
+def test_a_warm_start_seeds_from_the_second_look_not_its_first() -> None:
+    from dse.search.warm_start import _front
+
+    study = _study()
+    # Trial 3's second look is clean and a little slower: it, not 3, is the front's point now.
+    look = _trial(study, 2.0, 0.95, 0.65, "ok", second_look_of=3)
+    completed = [t for t in study.get_trials() if t.state == TrialState.COMPLETE]
+    numbers = [t.number for t in _front(study, completed)]
+    assert look in numbers and 3 not in numbers

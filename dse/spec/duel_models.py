@@ -21,9 +21,11 @@ class DuelSpec(Strict):
                     "most first; a resumed campaign duels only chosen pairs not yet decided.")
     time_share: float = Field(
         default=0.1, ge=0, le=1000, allow_inf_nan=False,
-        description="Duels on a device take at most this share of the device time its search "
-                    "spent measuring (each trial's device_seconds), max_seconds a pair: a "
-                    "small campaign duels fewer pairs, or none.")
+        description="Duels on a device are planned to take this share of the device time its "
+                    "search spent measuring (each trial's device_seconds), each pair at the "
+                    "time of a duel that decides at its first look (its warm-up and min_rounds "
+                    "rounds: 0.7 s at the defaults; one that goes on takes up to max_seconds): "
+                    "a small campaign duels fewer pairs, or none.")
     close_within: float = Field(
         default=0.1, ge=0, le=100, allow_inf_nan=False,
         description="Two measured values of a timing objective closer than this fraction count "

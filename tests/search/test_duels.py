@@ -25,7 +25,7 @@ from dse.search.duel_records import (
     trial_cells,
 )
 from dse.search.duel_round import duel_record, metric_verdict
-from dse.search.duels import DuelPair, choose_pairs, pending_pairs
+from dse.search.duels import DuelPair, choose_pairs, pending_pairs, planned_duel_seconds
 from dse.search.pareto import noise_aware_mask, pareto_mask
 from dse.spec import MeasureSpec, TrainingSpec
 from dse.spec.duel_models import DuelSpec
@@ -77,8 +77,11 @@ def test_close_within_makes_near_values_close_calls_but_never_an_exact_one() -> 
 
 def test_pending_pairs_leave_out_duels_that_count_or_failed() -> None:
     study = _study()
-    # 40 s of the device's time measured, a tenth of it for duels: one pair of 4 s.
-    assert [(p.a, p.b) for p in pending_pairs(study, OBJECTIVES, DuelSpec())] == [(0, 4)]  # type: ignore[arg-type]
+    # 40 s of the device's time measured, a tenth of it for duels: 4 s, five duels planned at
+    # 0.7 s (warm-up 0.4 s, 6 rounds of two 25 ms blocks), all three pairs; 2% of it, one.
+    assert planned_duel_seconds(DuelSpec()) == pytest.approx(0.4 + 6 * 2 * 0.025)
+    assert len(pending_pairs(study, OBJECTIVES, DuelSpec())) == 3  # type: ignore[arg-type]
+    assert [(p.a, p.b) for p in pending_pairs(study, OBJECTIVES, DuelSpec(time_share=0.02))] == [(0, 4)]  # type: ignore[arg-type]
     spec = DuelSpec(max_pairs=3, time_share=1.0)
     store_record(study, DuelRecord(0, 4, MEASURED))  # type: ignore[arg-type]
     store_record(study, DuelRecord(0, 1, DISTURBED, "other work"))  # type: ignore[arg-type]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -422,12 +422,13 @@ def _second_looks_left(experiment: Experiment, studies: Mapping[str, optuna.Stud
 
 def _second_looks(loop: SearchLoop, on_notice: Callable[[str], object] | None) -> None:
     """The second-look round (:meth:`SearchLoop.second_looks`), announced per device."""
-    if on_notice is not None:
-        for name, owed in loop.owed_second_looks().items():
+    def announce(name: str, owed: Sequence[int]) -> None:
+        if on_notice is not None:
             on_notice(f"{name}: {len(owed)} trial{'' if len(owed) == 1 else 's'} not measured "
                       f"cleanly measured once more (second look at "
-                      f"{', '.join(f'#{t.number}' for t in owed)})")
-    loop.second_looks()
+                      f"{', '.join(f'#{number}' for number in owed)})")
+
+    loop.second_looks(announce)
 
 
 def _say_exhausted(loop: SearchLoop, on_notice: Callable[[str], object]) -> None:

@@ -98,10 +98,11 @@ def competing_mask(trials: pd.DataFrame) -> pd.Series:
     if "quality_blocks_front" in trials.columns:
         mask = mask & ~trials["quality_blocks_front"].fillna(False).astype(bool)
     if SECOND_LOOK_COLUMN in trials.columns:
-        looks = trials[ok.fillna(False).astype(bool) & trials[SECOND_LOOK_COLUMN].notna()]
-        devices = trials["device"].astype("string").fillna("") if "device" in trials.columns \
-            else pd.Series("", index=trials.index, dtype="string")
-        seen = set(zip(devices[looks.index], looks[SECOND_LOOK_COLUMN].astype(int), strict=True))
-        mask = mask & ~pd.Series([(d, int(n)) in seen for d, n in
-                                  zip(devices, trials["trial"], strict=True)], index=trials.index)
+        # Trial numbers are per device: a look names a trial of its own device.
+        devices = trials["device"].astype("string").fillna("")
+        looks = ok.fillna(False).astype(bool) & trials[SECOND_LOOK_COLUMN].notna()
+        looked = pd.MultiIndex.from_arrays(
+            [devices[looks], trials.loc[looks, SECOND_LOOK_COLUMN].astype("int64")])
+        superseded = pd.MultiIndex.from_arrays([devices, trials["trial"]]).isin(looked)
+        mask = mask & ~pd.Series(superseded, index=trials.index)
     return mask.fillna(False).astype(bool)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dse.candidate import Candidate
-from dse.columns import blocks_front
+from dse.columns import SECOND_LOOK_COLUMN, blocks_front
 from dse.metrics import current_metric_keys, is_measured
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def counts_toward_budget(trial: optuna.trial.FrozenTrial) -> bool:
 
     # A second look (dse.search.second_looks) measures a candidate already counted.
     return (trial.state == TrialState.COMPLETE and "reused_from" not in trial.user_attrs
-            and "second_look_of" not in trial.user_attrs)
+            and SECOND_LOOK_COLUMN not in trial.user_attrs)
 
 
 #: ``failure_scope`` of a failure that is the architecture's (the worker's ArchFailure: the model
@@ -223,7 +223,7 @@ class DeviceSearch:
 def _requeue_once(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> None:
     """Queue the trial's parameters again, unless it is itself a re-queue or was re-queued; never
     a second look (the second-look round owes it again: dse.search.second_looks)."""
-    if ("requeued_from" in frozen.user_attrs or "second_look_of" in frozen.user_attrs
+    if ("requeued_from" in frozen.user_attrs or SECOND_LOOK_COLUMN in frozen.user_attrs
             or not frozen.params):
         return
     requeued = {t.user_attrs.get("requeued_from") for t in study.get_trials(deepcopy=False)}

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import itertools
 import signal
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -23,6 +24,7 @@ import numpy as np
 
 from dse.atomic import atomic_write
 from dse.candidate import Candidate
+from dse.columns import SECOND_LOOK_COLUMN
 from dse.exceptions import Terminated
 from dse.farm.dispatcher import Done, Job
 from dse.farm.isolation import NodeLock, current_node_id
@@ -33,7 +35,7 @@ from dse.search.duel_records import read_records
 from dse.search.failure_stops import FailureStops
 from dse.search.interrupts import StickyInterrupt
 from dse.search.screening import FrontTracker, fidelity_attrs, screening_request
-from dse.search.second_looks import SECOND_LOOK_ATTR, pending_second_looks
+from dse.search.second_looks import pending_second_looks
 from dse.search.space import suggest_candidate
 from dse.spec import Experiment
 
@@ -277,79 +279,78 @@ class SearchLoop:
         a write the file system refuses (DseError naming the run folder and "no space left on
         device" or "file too large"; the study keeps what it held).
         """
-        from dse.storage.write_failure import RESUME_ADVICE, refused_writes_as_errors
-
-        with StickyInterrupt() as interrupts, refused_writes_as_errors(self.run_dir, RESUME_ADVICE):
-            self._interrupts = interrupts
+        with self._guarded() as interrupts:
             self._run(interrupts)
 
-    def _run(self, interrupts: StickyInterrupt) -> None:
-        try:
-            with self.node_lock.shared():
-                for search in self.searches.values():
-                    search.recover()
-            self.dispatcher.start()
-            while self._open_searches():
-                interrupts.check()
-                self.lease_check()
-                # The driver's own work is "other dse work" for a device on its node.
-                asked = 0
-                with self.node_lock.shared():
-                    for search in self.searches.values():
-                        for _ in range(self._to_ask(search)):
-                            self._ask(search)
-                            asked += 1
-                # Checked after asking too: a repeat of a failed candidate fails inside _ask,
-                # leaves nothing pending, and would otherwise loop here for ever.
-                self._stop_if_too_many_failed()
-                if not self.pending:
-                    # Asked, and every answer was a reused result (finished at once): ask again.
-                    # Else every device is busy elsewhere or still starting: wait for a change
-                    # rather than spin.
-                    if not asked:
-                        self.dispatcher.wait(timeout_s=0.5)
-                    continue
-                finished = self.dispatcher.wait()
-                with self.node_lock.shared():
-                    for done in finished:
-                        self._finish_measured(done)
-                self._stop_if_too_many_failed()
-        except BaseException as exc:
-            self._abandon(exc)
-            raise
-
-    # -- second looks ------------------------------------------------------------------------
-
-    def second_looks(self) -> int:
-        """Measure once more, on each farm device, the trials still owed a second look
-        (:func:`dse.search.second_looks.pending_second_looks`), each as a new trial recorded as
-        any other; the number measured. Interrupts and errors as in :meth:`run`."""
+    @contextmanager
+    def _guarded(self) -> Iterator[StickyInterrupt]:
+        """Ctrl-C and termination held as :class:`StickyInterrupt`, refused writes as DseError,
+        and on any exception the trials this run left RUNNING failed (:meth:`_abandon`)."""
         from dse.storage.write_failure import RESUME_ADVICE, refused_writes_as_errors
 
         with StickyInterrupt() as interrupts, refused_writes_as_errors(self.run_dir, RESUME_ADVICE):
             self._interrupts = interrupts
             try:
-                return self._second_looks(interrupts)
+                yield interrupts
             except BaseException as exc:
                 self._abandon(exc)
                 raise
 
-    def owed_second_looks(self) -> dict[str, list[optuna.trial.FrozenTrial]]:
-        """Per farm device, the trials still owed a second look."""
-        limit = self.measurement.second_looks
-        return {name: owed for name, search in self.searches.items()
-                if name not in self.evaluated
-                and (owed := pending_second_looks(search.study, self.objectives, limit))}
-
-    def _second_looks(self, interrupts: StickyInterrupt) -> int:
+    def _run(self, interrupts: StickyInterrupt) -> None:
         with self.node_lock.shared():
-            owed = self.owed_second_looks()
-        if not owed:
-            return 0
+            for search in self.searches.values():
+                search.recover()
         self.dispatcher.start()
-        for name, trials in owed.items():
-            for first in trials:
-                self._submit_second_look(self.searches[name], first)
+        while self._open_searches():
+            interrupts.check()
+            self.lease_check()
+            # The driver's own work is "other dse work" for a device on its node.
+            asked = 0
+            with self.node_lock.shared():
+                for search in self.searches.values():
+                    for _ in range(self._to_ask(search)):
+                        self._ask(search)
+                        asked += 1
+            # Checked after asking too: a repeat of a failed candidate fails inside _ask,
+            # leaves nothing pending, and would otherwise loop here for ever.
+            self._stop_if_too_many_failed()
+            if not self.pending:
+                # Asked, and every answer was a reused result (finished at once): ask again.
+                # Else every device is busy elsewhere or still starting: wait for a change
+                # rather than spin.
+                if not asked:
+                    self.dispatcher.wait(timeout_s=0.5)
+                continue
+            finished = self.dispatcher.wait()
+            with self.node_lock.shared():
+                for done in finished:
+                    self._finish_measured(done)
+            self._stop_if_too_many_failed()
+
+    # -- second looks ------------------------------------------------------------------------
+
+    def second_looks(self, on_owed: Callable[[str, Sequence[int]], object] | None = None) -> int:
+        """Measure once more, on each farm device, the trials still owed a second look
+        (:func:`dse.search.second_looks.pending_second_looks`), each as a new trial recorded as
+        any other; the number measured. ``on_owed`` is told each device's owed trial numbers
+        before they are measured. Interrupts and errors as in :meth:`run`."""
+        limit = self.measurement.second_looks
+        with self._guarded() as interrupts:
+            with self.node_lock.shared():
+                owed = {name: trials for name, search in self.searches.items()
+                        if name not in self.evaluated
+                        and (trials := pending_second_looks(search.study, self.objectives, limit))}
+            if not owed:
+                return 0
+            self.dispatcher.start()
+            for name, trials in owed.items():
+                if on_owed is not None:
+                    on_owed(name, [t.number for t in trials])
+                for first in trials:
+                    self._submit_second_look(self.searches[name], first)
+            return self._measure_second_looks(interrupts)
+
+    def _measure_second_looks(self, interrupts: StickyInterrupt) -> int:
         measured = 0
         while self.pending:
             interrupts.check()
@@ -370,7 +371,7 @@ class SearchLoop:
         template = optuna.trial.create_trial(
             state=optuna.trial.TrialState.RUNNING, params=first.params,
             distributions=first.distributions,
-            user_attrs={SECOND_LOOK_ATTR: first.number})
+            user_attrs={SECOND_LOOK_COLUMN: first.number})
         study = search.study
         with self._interrupts.deferred():
             # Optuna's own storage call, as Study.enqueue_trial makes it (with a WAITING trial).

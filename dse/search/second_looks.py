@@ -30,14 +30,10 @@ from dse.metrics import Direction, metric
 if TYPE_CHECKING:
     import optuna
 
-#: The user attribute of a second look: the number of the trial it looks at again (and the
-#: trials table's column of it).
-SECOND_LOOK_ATTR = SECOND_LOOK_COLUMN
-
-
 def is_second_look(trial: optuna.trial.FrozenTrial) -> bool:
-    """Whether ``trial`` is a second look at another."""
-    return SECOND_LOOK_ATTR in trial.user_attrs
+    """Whether ``trial`` is a second look at another (its user attribute ``second_look_of``,
+    :data:`dse.columns.SECOND_LOOK_COLUMN`, names the first)."""
+    return SECOND_LOOK_COLUMN in trial.user_attrs
 
 
 def pending_second_looks(study: optuna.Study, objectives: Sequence[str],
@@ -49,7 +45,7 @@ def pending_second_looks(study: optuna.Study, objectives: Sequence[str],
     trials = study.get_trials(deepcopy=False)
     # A second look an interrupt stopped is owed again; any other counts, whatever it found.
     taken = [t for t in trials if is_second_look(t) and not t.user_attrs.get("interrupted")]
-    looked = {t.user_attrs[SECOND_LOOK_ATTR] for t in taken}
+    looked = {t.user_attrs[SECOND_LOOK_COLUMN] for t in taken}
     settled = {t.user_attrs.get("candidate_id") for t in trials if _measured(t, len(objectives))
                and t.user_attrs.get("measurement_quality") in (None, "ok")}
     settled |= {t.user_attrs.get("candidate_id") for t in taken}

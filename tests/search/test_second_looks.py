@@ -12,7 +12,7 @@ from dse.campaign_setup import campaign_finished, resume_notice
 from dse.columns import NON_OK_ON_FRONT_ATTR
 from dse.results import front_frame, quality_summary, trials_frame
 from dse.results.testing import campaign_study, candidate, record_trial
-from dse.search.device_search import counts_toward_budget
+from dse.search.device_search import _requeue_once, counts_toward_budget
 from dse.search.second_looks import pending_second_looks
 from dse.search.study import StudyProgress
 
@@ -70,6 +70,18 @@ def test_a_second_look_counts_no_budget_and_is_never_requeued() -> None:
     looked = study.get_trials()[number]
     assert not counts_toward_budget(looked)
     assert counts_toward_budget(study.get_trials()[0])
+    # An interrupted second look is owed again by the second-look round, not queued for the
+    # search (a plain trial is).
+    batch = optuna.distributions.CategoricalDistribution([1, 8])
+    for attrs in ({"second_look_of": 3}, {}):
+        study.add_trial(optuna.trial.create_trial(
+            params={"batch": 8}, distributions={"batch": batch}, values=[0.9, 1.0],
+            user_attrs={"status": "ok", **attrs}))
+    looked_again, plain = study.get_trials()[-2:]
+    _requeue_once(study, looked_again)
+    assert study.get_trials(states=(TrialState.WAITING,)) == []
+    _requeue_once(study, plain)
+    assert len(study.get_trials(states=(TrialState.WAITING,))) == 1
 
 
 def test_a_clean_second_look_competes_in_place_of_its_first() -> None:

@@ -44,6 +44,8 @@ _API = {
     "GraphStats": "dse.models.graph_stats",
     "CampaignStorage": "dse.storage",
     "load_campaign": "dse.results.export",
+    "list_parts": "dse.catalog",
+    "markdown_table": "dse.catalog",
 }
 
 __all__ = [
@@ -70,8 +72,10 @@ __all__ = [
     "graph_stats",
     "hypervolume",
     "hypervolume_history",
+    "list_parts",
     "load_campaign",
     "load_experiment",
+    "markdown_table",
     "measure_latency",
     "measure_offline",
     "noise_aware_mask",
@@ -96,6 +100,7 @@ if TYPE_CHECKING:
     from dse.bundle_verify import VerifyReport, verify
     from dse.calibration import DeviceCalibration, calibrate
     from dse.candidate import Candidate
+    from dse.catalog import list_parts, markdown_table
     from dse.exceptions import DseError, SpecError
     from dse.measure.harness import measure_latency
     from dse.measure.scenarios import measure_offline

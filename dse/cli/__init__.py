@@ -1,5 +1,5 @@
 """The `dse` command line: run | calibrate | validate | report | profile | export | verify |
-schema | devices | worker | cluster.
+schema | list | devices | worker | cluster.
 
 Each group of commands is a module of this package; this one gathers them into one typer app (with
 ``dse --version``) and is the entry point (the ``dse`` script and ``python -m dse.cli``).
@@ -17,6 +17,7 @@ from dse.cli.campaign_commands import calibrate, report_cmd, run
 from dse.cli.common import EXIT_SPEC
 from dse.cli.farm_commands import cluster_app, devices, worker
 from dse.cli.file_commands import schema, validate
+from dse.cli.list_command import list_cmd
 from dse.cli.profile_command import profile
 from dse.exceptions import DseError
 from dse.version import __version__
@@ -41,6 +42,7 @@ def _options(version: Annotated[bool, typer.Option(
 # Registered in the order `dse --help` lists them.
 app.command()(validate)
 app.command()(schema)
+app.command("list")(list_cmd)
 app.command()(run)
 app.command()(calibrate)
 app.command("report")(report_cmd)

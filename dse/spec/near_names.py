@@ -49,7 +49,7 @@ def did_you_mean(names: list[str]) -> str:
 def allowed_hint(name: object, allowed: Iterable[str], *, full_list: str = "") -> str:
     """``did you mean 'x'?`` when allowed names are close to ``name``; else ``allowed: a, b, c``,
     the first :data:`SHORT_LIST` of a longer list followed by how many more there are and
-    ``full_list`` (where to read them all, e.g. 'README "Metrics"')."""
+    ``full_list`` (where to read them all, e.g. 'dse list metrics')."""
     options = list(dict.fromkeys(allowed))
     close = close_names(name, options)
     if close:

@@ -194,7 +194,7 @@ def _check_metric(name: str) -> str:
 
 
 # Where a user reads every metric name, for an error that lists only the first few.
-METRICS_LISTED_AT = 'README "Metrics", or dse/metrics.py'
+METRICS_LISTED_AT = "dse list metrics, or docs/metrics.md"
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 REPLAY_TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 

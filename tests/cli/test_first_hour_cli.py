@@ -24,7 +24,7 @@ from tests.conftest import REPO, tiny_experiment_text
 LONG_REASON = ("the exporter refused the graph [draft] of /models/v2/[stage-3]/block.onnx because "
                "the attention block's output is an ImageClassifierOutput, not a logits tensor; "
                "return its .logits from forward, then every candidate of this architecture "
-               "builds; see the README's factory contract for what forward must return")
+               "builds; see docs/models.md's factory contract for what forward must return")
 
 REPLAY_SPACE = """\
 name: three-objectives

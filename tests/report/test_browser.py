@@ -340,7 +340,8 @@ def test_a_profile_page_draws_its_figures_without_errors(tmp_path: Path,
                                                         browser: Chromium) -> None:
     """A GPU trial's profile (every figure drawn) opens offline, logs no error, and its roofline
     holds exactly the operators with a place on it. The page's screenshot goes to the path in
-    $DSE_PROFILE_SCREENSHOT (the README's ``docs/profile-page.png``), else to the test's folder."""
+    $DSE_PROFILE_SCREENSHOT (``docs/profile-page.png``, shown in docs/profiling.md), else to the
+    test's folder."""
     folder = write_profile(tmp_path / "runs" / "example" / "profiles" / "a100" / "trial-00001",
                            gpu=True, device="a100")
     page = write_profile_page(folder, tmp_path / "dashboards"

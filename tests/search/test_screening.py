@@ -216,7 +216,7 @@ def test_a_dominated_candidate_is_screened_out_and_a_competitive_one_measured_in
     assert written["screened_out"] == 1 and written["fully_measured"] == 2
     median = float(np.median([baseline["full_seconds"], competitive["full_seconds"]]))
     assert written["device_seconds_saved_est"] == pytest.approx(median)
-    # (Whether screening pays is a matter of seconds on a loaded machine, so the README's figure
+    # (Whether screening pays is a matter of seconds on a loaded machine, so docs/benchmarks.md's figure
     # comes from measured campaigns, not from this test: here only what is counted, and how.)
     assert written["screen_device_seconds"] > 0
     # ... in the API and the dashboard too.

@@ -416,19 +416,28 @@ def _second_looks_left(experiment: Experiment, studies: Mapping[str, optuna.Stud
     from dse.search.second_looks import pending_second_looks
 
     objectives = [o.metric for o in experiment.space.objectives]
-    limit = experiment.spec.measurement.second_looks
-    return sum(len(pending_second_looks(studies[name], objectives, limit)) for name in farm)
+    spec = experiment.spec.measurement
+    return sum(len(pending_second_looks(studies[name], objectives, spec.second_looks,
+                                        spec.second_looks_near_front)) for name in farm)
 
 
 def _second_looks(loop: SearchLoop, on_notice: Callable[[str], object] | None) -> None:
     """The second-look round (:meth:`SearchLoop.second_looks`), announced per device."""
-    def announce(name: str, owed: Sequence[int]) -> None:
-        if on_notice is not None:
-            on_notice(f"{name}: {len(owed)} trial{'' if len(owed) == 1 else 's'} not measured "
-                      f"cleanly measured once more (second look at "
-                      f"{', '.join(f'#{number}' for number in owed)})")
+    def announce(name: str, owed: Sequence[optuna.trial.FrozenTrial]) -> None:
+        if on_notice is None:
+            return
+        unclean = [t.number for t in owed if t.user_attrs.get("measurement_quality") != "ok"]
+        near = [t.number for t in owed if t.user_attrs.get("measurement_quality") == "ok"]
+        said = [f"{_numbers(unclean)} not measured cleanly" if unclean else "",
+                f"{_numbers(near)} near the front" if near else ""]
+        on_notice(f"{name}: {len(owed)} trial{'' if len(owed) == 1 else 's'} measured once "
+                  f"more (second looks at {'; '.join(filter(None, said))})")
 
     loop.second_looks(announce)
+
+
+def _numbers(numbers: Sequence[int]) -> str:
+    return ", ".join(f"#{number}" for number in numbers)
 
 
 def _say_exhausted(loop: SearchLoop, on_notice: Callable[[str], object]) -> None:

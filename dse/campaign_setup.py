@@ -146,8 +146,7 @@ def resume_notice(progress: Mapping[str, StudyProgress], budget: int,
     if campaign_finished(progress, budget, duels_left + looks_left):
         text += "; every device has its budget.trials: nothing left to measure"
     elif campaign_finished(progress, budget):
-        left = [f"{looks_left} second look{'' if looks_left == 1 else 's'} at trials not "
-                f"measured cleanly" if looks_left else "",
+        left = [f"{looks_left} second look{'' if looks_left == 1 else 's'}" if looks_left else "",
                 f"{duels_left} duel{'' if duels_left == 1 else 's'} of close calls"
                 if duels_left else ""]
         text += f"; every device has its budget.trials; {' and '.join(filter(None, left))} left " \

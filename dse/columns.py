@@ -26,8 +26,12 @@ COST_COLUMNS: tuple[str, ...] = ("fidelity", "device_seconds", "screen_seconds",
 DUEL_COLUMN = "duels"
 # The trial a second look measured again at the end of the search (``dse.search.second_looks``):
 # in the table only when some trial is one. A trial with a second look whose status is ok
-# competes no more; the second look does, in its place.
+# competes no more; the second look does, in its place — unless that look is marked slower.
 SECOND_LOOK_COLUMN = "second_look_of"
+# True on a second look of a clean trial that measured its candidate slower than the first did:
+# the first keeps its place on the front and the look competes no more (the machine ran a slow
+# spell in one of them: dse.search.second_looks). In the table only when some look has it.
+SLOWER_LOOK_COLUMN = "slower_than_first"
 PARAM_PREFIX = "param."
 CONSTRAINT_PREFIX = "constraint."
 
@@ -66,7 +70,7 @@ RELATIVE_SUFFIX = " vs baseline"
 def metric_columns(frame: pd.DataFrame) -> list[str]:
     """The metric columns of a trials table, in table order (not the ratios to the baseline)."""
     fixed = (set(IDENTITY_COLUMNS) | set(TIME_COLUMNS) | set(COST_COLUMNS)
-             | {DUEL_COLUMN, SECOND_LOOK_COLUMN})
+             | {DUEL_COLUMN, SECOND_LOOK_COLUMN, SLOWER_LOOK_COLUMN})
     return [
         str(c) for c in frame.columns
         if str(c) not in fixed
@@ -92,7 +96,8 @@ def blocks_front(quality: str | None, non_ok_on_front: bool) -> bool:
 def competing_mask(trials: pd.DataFrame) -> pd.Series:
     """True for the rows allowed on a front: state COMPLETE, status ok, feasible, measured
     cleanly (``quality_blocks_front`` false: see ``measurement.non_ok_on_front``), and not
-    looked at again by a second look that measured it (that one competes in its place)."""
+    looked at again by a second look that measured it (that one competes in its place), unless
+    the look was slower than its clean first (then the look is the one left out)."""
     ok = (trials["state"] == "COMPLETE") & (trials["status"] == "ok")
     mask = ok & trials["feasible"]
     if "quality_blocks_front" in trials.columns:
@@ -101,6 +106,10 @@ def competing_mask(trials: pd.DataFrame) -> pd.Series:
         # Trial numbers are per device: a look names a trial of its own device.
         devices = trials["device"].astype("string").fillna("")
         looks = ok.fillna(False).astype(bool) & trials[SECOND_LOOK_COLUMN].notna()
+        if SLOWER_LOOK_COLUMN in trials.columns:
+            slower = trials[SLOWER_LOOK_COLUMN].astype("boolean").fillna(False).astype(bool)
+            mask = mask & ~(looks & slower)
+            looks = looks & ~slower
         looked = pd.MultiIndex.from_arrays(
             [devices[looks], trials.loc[looks, SECOND_LOOK_COLUMN].astype("int64")])
         superseded = pd.MultiIndex.from_arrays([devices, trials["trial"]]).isin(looked)

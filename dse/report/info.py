@@ -183,7 +183,10 @@ def pareto_scatter_info(trials: pd.DataFrame, objectives: Sequence[str],
     empty_reason = None if len(measured) else f"no trial has measured {_all_of(names)} yet"
     return ParetoScatterInfo(
         axis_infos, pairs, joined, triples, devices, groups,
-        parts.group("infeasible", "infeasible", measured.index[~competing & ~failed & ~unclean]),
+        # Not drawn: a clean trial a second look took the place of, or a look slower than its
+        # first (dse.search.second_looks); both stay in the tables.
+        parts.group("infeasible", "infeasible",
+                    measured.index[~competing & ~failed & ~unclean & ~measured["feasible"]]),
         parts.group("failed", "failed", measured.index[failed]),
         parts.group(FRONT_NAME, "front", on_front.index), hover.fields, notes,
         " ".join(filter(None, [_note(trials[~present], names),

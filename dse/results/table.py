@@ -21,6 +21,7 @@ from dse.columns import (
     NON_OK_ON_FRONT_ATTR,
     PARAM_PREFIX,
     SECOND_LOOK_COLUMN,
+    SLOWER_LOOK_COLUMN,
     blocks_front,
     competing_mask,
     constraint_column,
@@ -142,6 +143,11 @@ def trials_frame(study: optuna.Study | Sequence[optuna.Study]) -> pd.DataFrame:
     looks = [r.trial.user_attrs.get(SECOND_LOOK_COLUMN) for r in rows]
     if any(look is not None for look in looks):
         columns[SECOND_LOOK_COLUMN] = pd.Series(looks, dtype="Int64")
+    slower = [r.trial.user_attrs.get(SLOWER_LOOK_COLUMN) for r in rows]
+    if any(slower):
+        columns[SLOWER_LOOK_COLUMN] = pd.Series(
+            [None if look is None else bool(flag) for look, flag in zip(looks, slower, strict=True)],
+            dtype="boolean")
     for name in COST_COLUMNS:
         values = [r.trial.user_attrs.get(name) for r in rows]
         if any(value is not None for value in values):
@@ -192,9 +198,10 @@ TOP_REASONS = 2
 def quality_summary(trials: pd.DataFrame) -> str:
     """One line on how every trial ended and how cleanly the measured ones were measured ("32
     trials: 27 measured cleanly (3 after re-measuring), 1 imprecise, 1 underpowered (kept off the
-    front); 2 second looks at the end of the search: 1 clean; 2 failed (2: <reason>); 1 reused an
-    earlier result"), or "" when the harness measured none (a campaign of evaluators). The
-    labels count first measurements; a second look's outcome is counted on its own."""
+    front); 2 second looks at the end of the search: 1 clean, 1 slower than the first (which kept
+    its place); 2 failed (2: <reason>); 1 reused an earlier result"), or "" when the harness
+    measured none (a campaign of evaluators). The labels count first measurements; a second
+    look's outcome is counted on its own."""
     if "measurement_quality" not in trials.columns:
         return ""
     fresh = trials[trials["reused_from"].isna()]
@@ -222,6 +229,10 @@ def quality_summary(trials: pd.DataFrame) -> str:
     if not second.empty:
         line += (f"; {len(second)} second look{'' if len(second) == 1 else 's'} at the end of the "
                  f"search: {int((second['measurement_quality'] == 'ok').sum())} clean")
+        slower = (int(second[SLOWER_LOOK_COLUMN].astype("boolean").fillna(False).sum())
+                  if SLOWER_LOOK_COLUMN in second.columns else 0)
+        if slower:
+            line += f", {slower} slower than the first (which kept its place)"
     parts = [_failures(fresh[fresh["status"] == "failed"])]
     infeasible = int((fresh["status"] == "infeasible").sum())
     parts.append(f"{infeasible} infeasible" if infeasible else "")

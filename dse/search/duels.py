@@ -34,6 +34,7 @@ from dse.metrics import Direction, current_constraint_text, current_metric_keys,
 from dse.order_statistics import percentile_quantile
 from dse.search.duel_records import DISTURBED, read_records
 from dse.search.pareto import CI_COLUMNS, noise_aware_mask, pareto_mask
+from dse.search.second_looks import outranked
 
 if TYPE_CHECKING:
     import optuna
@@ -111,7 +112,10 @@ def choose_pairs(trials: Sequence[optuna.trial.FrozenTrial], objectives: Sequenc
     """The at most ``max_pairs`` pairs of ``trials`` (one device's) most worth a duel (see the
     module's rule), each timing interval widened to reach ``close_within`` / 2 of its value
     either side (two values that close count as overlapping)."""
-    rows = [t for t in trials if _competes(t, len(objectives), non_ok_on_front, constraints)]
+    # Of a trial and its second look only one competes (dse.search.second_looks.outranked).
+    left_out = outranked(trials)
+    rows = [t for t in trials if t.number not in left_out
+            and _competes(t, len(objectives), non_ok_on_front, constraints)]
     if len(rows) < 2 or not timing_objectives(objectives):
         return []
     values, lows, highs = _arrays(rows, objectives)

@@ -24,7 +24,7 @@ import numpy as np
 
 from dse.atomic import atomic_write
 from dse.candidate import Candidate
-from dse.columns import SECOND_LOOK_COLUMN
+from dse.columns import SECOND_LOOK_COLUMN, SLOWER_LOOK_COLUMN
 from dse.exceptions import Terminated
 from dse.farm.dispatcher import Done, Job
 from dse.farm.isolation import NodeLock, current_node_id
@@ -35,7 +35,7 @@ from dse.search.duel_records import read_records
 from dse.search.failure_stops import FailureStops
 from dse.search.interrupts import StickyInterrupt
 from dse.search.screening import FrontTracker, fidelity_attrs, screening_request
-from dse.search.second_looks import pending_second_looks
+from dse.search.second_looks import look_is_slower, pending_second_looks
 from dse.search.space import suggest_candidate
 from dse.spec import Experiment
 
@@ -88,6 +88,9 @@ class _Pending:
     trial: optuna.Trial
     candidate: Candidate
     second_look_of: int | None = None
+    # A second look at a clean trial: that trial's objective values, which the look must beat
+    # or tie to compete in its place (dse.search.second_looks.look_is_slower).
+    clean_first: tuple[float, ...] | None = None
 
 
 class SearchLoop:
@@ -227,9 +230,16 @@ class SearchLoop:
                  if measurement.status != "ok" else None)
         if scope is not None:
             trial.set_user_attr("failure_scope", scope)
+        slower = (pending.clean_first is not None and measurement.status == "ok"
+                  and quality in (None, "ok")
+                  and all(name in measurement.metrics for name in self.objectives)
+                  and look_is_slower([measurement.metrics[name] for name in self.objectives],
+                                     pending.clean_first, self.objectives))
+        if slower:
+            trial.set_user_attr(SLOWER_LOOK_COLUMN, True)
         status, reason = search.record(trial, measurement.status, measurement.reason,
                                        measurement.metrics, measurement.missing, quality)
-        if (search.tracker is not None and status == "ok"
+        if (search.tracker is not None and status == "ok" and not slower
                 and fidelity.get("fidelity") != "screen"
                 and search.front_eligible(quality)):
             search.tracker.add(trial.number, measurement.metrics)
@@ -329,23 +339,26 @@ class SearchLoop:
 
     # -- second looks ------------------------------------------------------------------------
 
-    def second_looks(self, on_owed: Callable[[str, Sequence[int]], object] | None = None) -> int:
+    def second_looks(self, on_owed: Callable[[str, Sequence[optuna.trial.FrozenTrial]], object]
+                     | None = None) -> int:
         """Measure once more, on each farm device, the trials still owed a second look
         (:func:`dse.search.second_looks.pending_second_looks`), each as a new trial recorded as
-        any other; the number measured. ``on_owed`` is told each device's owed trial numbers
-        before they are measured. Interrupts and errors as in :meth:`run`."""
+        any other; the number measured. ``on_owed`` is told each device's owed trials before
+        they are measured. Interrupts and errors as in :meth:`run`."""
         limit = self.measurement.second_looks
         with self._guarded() as interrupts:
             with self.node_lock.shared():
                 owed = {name: trials for name, search in self.searches.items()
                         if name not in self.evaluated
-                        and (trials := pending_second_looks(search.study, self.objectives, limit))}
+                        and (trials := pending_second_looks(
+                            search.study, self.objectives, limit,
+                            self.measurement.second_looks_near_front))}
             if not owed:
                 return 0
             self.dispatcher.start()
             for name, trials in owed.items():
                 if on_owed is not None:
-                    on_owed(name, [t.number for t in trials])
+                    on_owed(name, trials)
                 for first in trials:
                     self._submit_second_look(self.searches[name], first)
             return self._measure_second_looks(interrupts)
@@ -382,7 +395,9 @@ class SearchLoop:
         trial.set_user_attr("candidate", candidate.to_dict())
         trial.set_user_attr("candidate_id", candidate.candidate_id)
         key = next(self._keys)
-        self.pending[key] = _Pending(search.profile.name, trial, candidate, first.number)
+        clean = first.user_attrs.get("measurement_quality") == "ok" and first.values is not None
+        self.pending[key] = _Pending(search.profile.name, trial, candidate, first.number,
+                                     tuple(first.values) if clean else None)
         self.dispatcher.submit(Job(key, candidate, self.space.training, self.measurement,
                                    self.experiment.spec.budget.trial_timeout_s))
 

@@ -12,9 +12,21 @@ in the first's place (:func:`dse.columns.competing_mask`).
 
 Which trials, most promising first: those that no clean trial dominates on their (unclean)
 values, then by how few clean trials dominate them, then by trial number; one per candidate, and
-none for a candidate that already has a clean trial or a second look. At most
-``measurement.second_looks`` per device, all told over every run of the campaign, so a resumed
-run looks only at those still owed.
+none for a candidate that already has a clean trial or a second look.
+
+Clean trials near the front get one too, after those (``measurement.second_looks_near_front``):
+a virtual machine or its host can run a whole window slow — for seconds to minutes, by a third
+or more, with no other process to see and a tight interval (docs/benchmarks.md, "The VM's
+speed states") — so a candidate timed in a slow spell reads slower than it runs and drops off
+a front it belongs to, in one run and not the next. "Near": it would be on the front of the
+clean trials were its speed-bound objectives (:func:`speed_bound`) that factor better. Of a
+candidate's two clean looks the faster competes (:func:`look_is_slower`): a slow spell stalls
+the candidate from outside, as other work does, and every candidate near the front gets the
+same two chances. The slower stays in the tables, marked
+(:data:`dse.columns.SLOWER_LOOK_COLUMN` on a look that lost).
+
+At most ``measurement.second_looks`` per device, all told over every run of the campaign, so a
+resumed run looks only at those still owed.
 """
 
 from __future__ import annotations
@@ -24,8 +36,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dse.columns import NON_OK_ON_FRONT_ATTR, SECOND_LOOK_COLUMN
+from dse.columns import NON_OK_ON_FRONT_ATTR, SECOND_LOOK_COLUMN, SLOWER_LOOK_COLUMN
 from dse.metrics import Direction, metric
+
+# Units of the metrics a slow spell of the machine scales: times, rates, energy per call.
+_SPEED_UNITS = frozenset({"ms", "s", "mJ"})
 
 if TYPE_CHECKING:
     import optuna
@@ -36,32 +51,94 @@ def is_second_look(trial: optuna.trial.FrozenTrial) -> bool:
     return SECOND_LOOK_COLUMN in trial.user_attrs
 
 
-def pending_second_looks(study: optuna.Study, objectives: Sequence[str],
-                         limit: int) -> list[optuna.trial.FrozenTrial]:
+def speed_bound(name: str) -> bool:
+    """Whether metric ``name`` moves with the machine's speed: a time, a rate or an energy per
+    call (latency, throughput, energy), not accuracy, memory or size."""
+    unit = metric(name).unit
+    return unit in _SPEED_UNITS or unit.endswith("/s")
+
+
+def look_is_slower(look: Sequence[float], first: Sequence[float],
+                   objectives: Sequence[str]) -> bool:
+    """Whether a second look measured its candidate slower than the first look did: the mean,
+    over the speed-bound objectives with positive values in both, of the log ratio, signed so
+    that better is positive, is negative. A tie is not slower (the later look competes)."""
+    gains = [(1.0 if metric(name).direction is Direction.MAXIMIZE else -1.0)
+             * float(np.log(new / old))
+             for name, new, old in zip(objectives, look, first, strict=True)
+             if speed_bound(name) and new > 0 and old > 0]
+    return bool(gains) and float(np.mean(gains)) < 0
+
+
+def outranked(trials: Sequence[optuna.trial.FrozenTrial]) -> set[int]:
+    """Numbers of the trials that compete for no front because of a second look: a first look
+    an ok second look measured again and did not lose to, and a second look that was slower
+    than its clean first (:data:`dse.columns.SLOWER_LOOK_COLUMN`). The stored-trial form of
+    :func:`dse.columns.competing_mask`'s rule."""
+    out: set[int] = set()
+    for trial in trials:
+        attrs = trial.user_attrs
+        if SECOND_LOOK_COLUMN in attrs and attrs.get("status") == "ok":
+            out.add(trial.number if attrs.get(SLOWER_LOOK_COLUMN) else int(attrs[SECOND_LOOK_COLUMN]))
+    return out
+
+
+def pending_second_looks(study: optuna.Study, objectives: Sequence[str], limit: int,
+                         near_front: float = 1.0) -> list[optuna.trial.FrozenTrial]:
     """The trials of ``study`` still owed a second look (see the module), at most ``limit`` less
-    the second looks already taken; none when the study lets unclean trials on the front."""
+    the second looks already taken: those not measured cleanly first, then the clean ones
+    within ``near_front`` of the front (1: none); none when the study lets unclean trials on the
+    front."""
     if limit <= 0 or study.user_attrs.get(NON_OK_ON_FRONT_ATTR, False):
         return []
     trials = study.get_trials(deepcopy=False)
     # A second look an interrupt stopped is owed again; any other counts, whatever it found.
     taken = [t for t in trials if is_second_look(t) and not t.user_attrs.get("interrupted")]
     looked = {t.user_attrs[SECOND_LOOK_COLUMN] for t in taken}
-    settled = {t.user_attrs.get("candidate_id") for t in trials if _measured(t, len(objectives))
-               and t.user_attrs.get("measurement_quality") in (None, "ok")}
+    measured = [t for t in trials if _measured(t, len(objectives)) and not is_second_look(t)
+                and isinstance(t.user_attrs.get("candidate"), dict)]
+    clean = [t for t in measured if t.user_attrs.get("measurement_quality") == "ok"]
+    settled = {t.user_attrs.get("candidate_id") for t in clean}
     settled |= {t.user_attrs.get("candidate_id") for t in taken}
     owed: dict[str, optuna.trial.FrozenTrial] = {}
-    for trial in sorted(trials, key=lambda t: t.number):
-        candidate = trial.user_attrs.get("candidate_id")
-        if (_measured(trial, len(objectives)) and not is_second_look(trial)
-                and trial.user_attrs.get("measurement_quality") not in (None, "ok")
-                and trial.number not in looked and candidate not in settled
-                and isinstance(trial.user_attrs.get("candidate"), dict)):
-            owed.setdefault(str(candidate), trial)
-    clean = [t for t in trials if _measured(t, len(objectives))
-             and t.user_attrs.get("measurement_quality") == "ok"]
+    for trial in measured:
+        if (trial.user_attrs.get("measurement_quality") not in (None, "ok")
+                and trial.number not in looked
+                and trial.user_attrs.get("candidate_id") not in settled):
+            owed.setdefault(str(trial.user_attrs.get("candidate_id")), trial)
     beaten = _times_dominated(list(owed.values()), clean, objectives)
     ranked = sorted(owed.values(), key=lambda t: (beaten[t.number], t.number))
+    ranked += _near_front(clean, objectives, near_front,
+                          {t.user_attrs.get("candidate_id") for t in taken})
     return ranked[:max(0, limit - len(taken))]
+
+
+def _near_front(clean: Sequence[optuna.trial.FrozenTrial], objectives: Sequence[str],
+                factor: float, looked: set[object]) -> list[optuna.trial.FrozenTrial]:
+    """The clean trials that would be on the clean trials' front were their speed-bound
+    objectives ``factor`` times better, one per candidate not looked at yet, the fewest
+    dominated first, then by number."""
+    if factor <= 1.0 or not clean:
+        return []
+    firsts: dict[object, optuna.trial.FrozenTrial] = {}
+    for trial in clean:
+        firsts.setdefault(trial.user_attrs.get("candidate_id"), trial)
+    chosen = [t for key, t in firsts.items() if key not in looked]
+    if not chosen:
+        return []
+    signs = np.array([-1.0 if metric(name).direction is Direction.MAXIMIZE else 1.0
+                      for name in objectives])
+    # Better by the factor: a minimised value divided by it, a maximised one multiplied.
+    scale = np.array([factor ** -s if speed_bound(name) else 1.0
+                      for name, s in zip(objectives, signs, strict=True)])
+    mine = np.array([t.values for t in chosen], dtype=np.float64) * scale * signs
+    theirs = np.array([t.values for t in clean], dtype=np.float64) * signs
+    no_worse = (theirs[None, :, :] <= mine[:, None, :]).all(axis=2)
+    better = (theirs[None, :, :] < mine[:, None, :]).any(axis=2)
+    near = [t for t, beaten in zip(chosen, (no_worse & better).any(axis=1), strict=True)
+            if not beaten]
+    counts = _times_dominated(near, clean, objectives)
+    return sorted(near, key=lambda t: (counts[t.number], t.number))
 
 
 def _measured(trial: optuna.trial.FrozenTrial, objectives: int) -> bool:

@@ -25,11 +25,11 @@ import numpy as np
 from pydantic import ValidationError
 
 from dse.candidate import Candidate
-from dse.columns import SECOND_LOOK_COLUMN
 from dse.exceptions import SpecError
 from dse.metrics import current_constraint_text, current_metric_name
 from dse.search.baseline_plan import baseline_problems, plan_baseline
 from dse.search.pareto import pareto_mask
+from dse.search.second_looks import outranked
 from dse.spec.models import BaselineSpec, HardwareProfile, SearchSpace, WarmStartSpec
 
 if TYPE_CHECKING:
@@ -230,9 +230,8 @@ def _front(study: optuna.Study,
     objectives = [current_metric_name(str(name)) for name in study.user_attrs.get("objectives", [])]
     declared = [current_constraint_text(str(text))
                 for text in study.user_attrs.get("constraints", [])]
-    # A trial a second look measured again competes no more: the second look does, in its place.
-    looked = {t.user_attrs[SECOND_LOOK_COLUMN] for t in completed
-              if t.user_attrs.get("status") == "ok" and SECOND_LOOK_COLUMN in t.user_attrs}
+    # Of a trial and its second look, one competes (dse.search.second_looks.outranked).
+    looked = outranked(completed)
     competing = [t for t in completed
                  if t.user_attrs.get("status") == "ok" and "reused_from" not in t.user_attrs
                  and t.number not in looked and t.values is not None and len(t.values) == len(objectives)

@@ -297,6 +297,14 @@ class MeasureSpec(Strict):
                     "(second_look_of names the first); a clean one competes for the front in "
                     "the first's place, which stays in the tables. 0: none; none either with "
                     "non_ok_on_front, where labels keep no trial off the front.")
+    second_looks_near_front: float = Field(
+        default=2.0, ge=1.0, le=10.0, allow_inf_nan=False,
+        description="Clean trials this close to the front get a second look too, after those "
+                    "not measured cleanly and within second_looks: those that would be on the "
+                    "front were their latency, throughput and energy objectives this many times "
+                    "better. A machine can run a whole window slow with nothing to see; of a "
+                    "candidate's two clean looks the faster competes, and the slower stays in "
+                    "the tables (slower_than_first). 1: only trials not measured cleanly.")
     sustained_seconds: float = Field(
         default=0.0, ge=0, allow_inf_nan=False,
         description="Run the candidate this long without pause and report latency drift beside "

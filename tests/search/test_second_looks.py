@@ -9,11 +9,11 @@ import optuna
 from optuna.trial import TrialState
 
 from dse.campaign_setup import campaign_finished, resume_notice
-from dse.columns import NON_OK_ON_FRONT_ATTR
+from dse.columns import NON_OK_ON_FRONT_ATTR, SLOWER_LOOK_COLUMN
 from dse.results import front_frame, quality_summary, trials_frame
 from dse.results.testing import campaign_study, candidate, record_trial
 from dse.search.device_search import _requeue_once, counts_toward_budget
-from dse.search.second_looks import pending_second_looks
+from dse.search.second_looks import look_is_slower, outranked, pending_second_looks
 from dse.search.study import StudyProgress
 
 OBJECTIVES = ["accuracy", "latency_p50_ms"]
@@ -125,11 +125,11 @@ def test_the_resume_notice_names_the_second_looks_left() -> None:
     assert not campaign_finished(progress, 10, 2)
     notice = resume_notice(progress, 10, duels_left=1, looks_left=2)
     assert notice is not None and str(notice) == (
-        "resuming: 10 of 10 trials done; every device has its budget.trials; 2 second looks at "
-        "trials not measured cleanly and 1 duel of close calls left to run")
+        "resuming: 10 of 10 trials done; every device has its budget.trials; 2 second looks "
+        "and 1 duel of close calls left to run")
     notice = resume_notice(progress, 10, looks_left=1)
     assert notice is not None and str(notice).endswith(
-        "; 1 second look at trials not measured cleanly left to run")
+        "; 1 second look left to run")
 
 
 def test_a_warm_start_seeds_from_the_second_look_not_its_first() -> None:
@@ -141,3 +141,62 @@ def test_a_warm_start_seeds_from_the_second_look_not_its_first() -> None:
     completed = [t for t in study.get_trials() if t.state == TrialState.COMPLETE]
     numbers = [t.number for t in _front(study, completed)]
     assert look in numbers and 3 not in numbers
+
+
+def _clean_study() -> optuna.Study:
+    """Clean trials only, by (accuracy, p50): 0 (0.9, 1.0) and 1 (0.8, 0.5) on the front; 2
+    (0.8, 0.6) behind 1 by 20% in latency; 3 (0.7, 0.9) behind 1 by 80%; 4 (0.9, 1.2) behind 0
+    by 20%; 5 a screen; 6 a repeat of 2."""
+    study = campaign_study("near", OBJECTIVES)
+    _trial(study, 1.0, 0.9, 1.0, "ok")                          # 0
+    _trial(study, 0.5, 0.8, 0.5, "ok")                          # 1
+    _trial(study, 0.6, 0.8, 0.6, "ok")                          # 2
+    _trial(study, 0.7, 0.7, 0.9, "ok")                          # 3
+    _trial(study, 1.2, 0.9, 1.2, "ok")                          # 4
+    _trial(study, 3.0, 0.5, 9.0, "ok", fidelity="screen")       # 5
+    _trial(study, 0.6, 0.8, 0.6, "ok", reused_from=2)           # 6
+    return study
+
+
+def test_clean_trials_near_the_front_are_owed_a_look_after_the_unclean() -> None:
+    study = _clean_study()
+    # Within 1.5x of the front on latency (accuracy does not move with the machine's speed):
+    # the front's 0 and 1, then 2 and 4 (each dominated by one); 3 would need 1.8x.
+    assert [t.number for t in pending_second_looks(study, OBJECTIVES, 8, 1.5)] == [0, 1, 2, 4]
+    assert [t.number for t in pending_second_looks(study, OBJECTIVES, 8, 2.0)] == [0, 1, 2, 4, 3]
+    assert pending_second_looks(study, OBJECTIVES, 8, 1.0) == []
+    # The unclean come first and share the limit.
+    _trial(study, 2.0, 0.95, 0.6, "unstable")                   # 7
+    assert [t.number for t in pending_second_looks(study, OBJECTIVES, 3, 1.5)] == [7, 0, 1]
+    # A candidate looked at once is owed nothing more.
+    _trial(study, 0.5, 0.8, 0.7, "ok", second_look_of=1)        # 8
+    assert [t.number for t in pending_second_looks(study, OBJECTIVES, 8, 1.5)] == [7, 0, 2, 4]
+
+
+def test_a_look_is_slower_by_its_speed_bound_objectives_only() -> None:
+    objectives = ["accuracy", "latency_p99_ms", "throughput_sps"]
+    assert look_is_slower([0.9, 1.3, 900.0], [0.9, 1.0, 1000.0], objectives)
+    assert not look_is_slower([0.9, 0.8, 1100.0], [0.9, 1.0, 1000.0], objectives)
+    assert not look_is_slower([0.9, 1.0, 1000.0], [0.9, 1.0, 1000.0], objectives)  # a tie
+    # Accuracy and memory do not move with the machine's speed: they decide nothing.
+    assert not look_is_slower([0.1, 1.0], [0.9, 1.0], ["accuracy", "latency_p50_ms"])
+    assert look_is_slower([500.0, 1.1], [10.0, 1.0], ["process_rss_peak_mb", "latency_p50_ms"])
+
+
+def test_of_two_clean_looks_the_faster_competes() -> None:
+    study = _clean_study()
+    # 2's look read faster than 2 (a slow spell in the first): the look takes 2's place, and
+    # at 0.45 ms it beats 1 on latency.
+    faster = _trial(study, 0.6, 0.8, 0.45, "ok", second_look_of=2)
+    # 1's look read slower: it is marked, and 1 keeps its place.
+    slower = _trial(study, 0.5, 0.8, 0.7, "ok", second_look_of=1,
+                    **{SLOWER_LOOK_COLUMN: True})
+    trials = trials_frame(study)
+    assert trials[SLOWER_LOOK_COLUMN].sum() == 1
+    assert bool(trials.set_index("trial").loc[slower, SLOWER_LOOK_COLUMN])
+    front = set(front_frame(trials, OBJECTIVES)["trial"])
+    assert front == {0, faster}
+    assert outranked(study.get_trials()) == {2, slower}
+    assert quality_summary(trials).endswith(
+        "; 2 second looks at the end of the search: 2 clean, 1 slower than the first (which "
+        "kept its place); 1 reused an earlier result")

@@ -41,3 +41,13 @@ def test_checking_a_profiles_probes_loads_no_measurement_stack() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "True []"
+
+
+def test_dse_testing_imports_no_pytest_until_a_suite_is_used() -> None:
+    # pytest is a dev extra: the trial-record helpers work without it, the suites load it.
+    code = ("import sys\nimport dse.testing\nfrom dse.testing import record_trial\n"
+            "print([m for m in ('pytest', 'torch') if m in sys.modules])\n"
+            "from dse.testing import BackendSuite, ProbeSuite\nprint('pytest' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:2] == ["[]", "True"]

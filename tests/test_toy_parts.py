@@ -7,7 +7,9 @@ with no other file of dse changed. Nothing in dse names them.
 The toy backend runs the trained torch module in a copy of its own (``copies`` knob: how many
 forward passes per batch, so that its knob shows in the latency), at fp32 on CPUs only. The toy
 probe counts its own readings over the window (a metric the search space declares); the toy
-family is a two-layer perceptron on the digits.
+family is a two-layer perceptron on the digits. Loaded so, the toy backend and probe also pass
+dse.testing's conformance suites (``tests/toy_plugin_suites.py``, run by
+``tests/test_plugin_suite.py``).
 """
 
 from __future__ import annotations
@@ -49,10 +51,13 @@ class ToyRunner(Runner):
     def run(self, x: np.ndarray) -> np.ndarray:
         import torch
 
+        if self.module is None:
+            raise RuntimeError("the toy runner is closed")
+        batch = torch.from_numpy(np.array(x, dtype=np.float32))  # any dtype, layout or flags
         with torch.inference_mode():
             for _ in range(self.copies - 1):
-                self.module(torch.from_numpy(x))
-            out: np.ndarray = self.module(torch.from_numpy(x)).numpy()
+                self.module(batch)
+            out: np.ndarray = self.module(batch).numpy()
         return out
 
     def describe(self) -> dict[str, str]:
@@ -71,6 +76,9 @@ class ToyBackend(Backend):
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)
+        threads = knobs.get("threads", 1)
+        if type(threads) is not int or threads < 1:
+            raise BuildError(f"knob 'threads' must be an integer >= 1, got {threads!r}")
         if knobs.get("copies", 1) not in (1, 2, 3):
             raise BuildError(f"knob 'copies' must be 1, 2 or 3, got {knobs['copies']!r}")
 
@@ -79,8 +87,9 @@ class ToyBackend(Backend):
         import torch
 
         self.check_knob_values(knobs)
-        if artifact.module is None:
-            raise BuildError("the toy backend runs a torch module")
+        if artifact.format != "torch" or artifact.module is None:
+            raise BuildError(f"the toy backend runs a torch module, got a {artifact.format!r} "
+                             "artifact")
         threads = int(knobs.get("threads", 1))
         torch.set_num_threads(threads)
         module = copy.deepcopy(artifact.module).eval()

@@ -19,8 +19,8 @@ from dse.exceptions import BuildError
 from dse.farm.prepare import prepare_candidate
 from dse.quality.digits import DigitsSplit
 from dse.spec import HardwareProfile
+from dse.testing.backends import check_runner
 from tests.backends._devices import NO_CUDA, NO_JETSON, has_cuda, has_jetson, missing_runtime
-from tests.backends._suite import check_runner
 from tests.backends.conftest import (
     COMPARED_IMAGES,
     FAST,

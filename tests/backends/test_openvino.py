@@ -21,7 +21,7 @@ from dse.build import Artifact
 from dse.exceptions import BuildError
 from dse.quality.digits import DigitsSplit
 from dse.spec import HardwareProfile
-from tests.backends._suite import run_in_batches
+from dse.testing.backends import run_in_batches
 from tests.backends.conftest import ArtifactFor, RunnerFor
 
 # The whole file skips without OpenVINO (the imports above do not load it: the backend imports it

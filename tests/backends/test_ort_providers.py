@@ -32,8 +32,8 @@ from dse.build.fingerprint import DEVICE_CACHE_ENV as CACHE_ENV
 from dse.exceptions import BuildError
 from dse.quality.digits import DigitsSplit
 from dse.spec import HardwareProfile
+from dse.testing.backends import TOLERANCES, assert_decisions_agree, run_in_batches
 from tests.backends._devices import NO_CUDA, has_cuda
-from tests.backends._suite import TOLERANCES, assert_decisions_agree, run_in_batches
 from tests.backends.conftest import COMPARED_IMAGES, POOL_BATCH, ArtifactFor
 
 PROFILES = Path(__file__).parents[1] / "fixtures" / "ort_profiles"

@@ -35,8 +35,8 @@ from dse.build.fingerprint import DEVICE_CACHE_ENV
 from dse.exceptions import BuildError
 from dse.quality.digits import DigitsSplit
 from dse.spec import HardwareProfile
+from dse.testing.backends import check_runner
 from tests.backends._devices import NO_CUDA, has_cuda
-from tests.backends._suite import check_runner
 from tests.backends.conftest import COMPARED_IMAGES, POOL_BATCH, ArtifactFor
 
 CUDA_PROFILE = HardwareProfile(name="test-cuda", kind="cuda", backends=["tensorrt"],

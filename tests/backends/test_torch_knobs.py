@@ -22,8 +22,8 @@ from dse.exceptions import BuildError
 from dse.quality import TrainedModel
 from dse.quality.digits import DigitsSplit
 from dse.spec import HardwareProfile
+from dse.testing.backends import TOLERANCES, check_runner
 from tests.backends._devices import NO_CUDA, has_cuda
-from tests.backends._suite import TOLERANCES, check_runner
 from tests.backends.conftest import COMPARED_IMAGES, POOL_BATCH, TINY, ArtifactFor, RunnerFor
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from onnx.reference import ReferenceEvaluator
 from dse.build.onnx_precision import ORT_FP8_DISABLED_OPTIMIZERS, convert_float, quantize_fp8
 from dse.exceptions import BuildError
 from dse.quality.digits import DigitsSplit
-from tests.backends._suite import TOLERANCES, assert_decisions_agree
+from dse.testing.backends import TOLERANCES, assert_decisions_agree
 
 LOW_TYPES = {"fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}
 

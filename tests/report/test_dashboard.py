@@ -10,7 +10,7 @@ from plotly.offline import get_plotlyjs
 
 from dse.report import dashboard_info, write_dashboard
 from dse.results import front_frame, load_study, trials_frame
-from dse.results.testing import EXAMPLE_OBJECTIVES, campaign_study, example_run
+from dse.testing import EXAMPLE_OBJECTIVES, campaign_study, example_run
 
 
 @pytest.fixture

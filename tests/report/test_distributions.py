@@ -20,7 +20,7 @@ from dse.report.distributions import (
     sample_keys,
 )
 from dse.results import front_frame, trials_frame
-from dse.results.testing import campaign_study, candidate, record_trial
+from dse.testing import campaign_study, candidate, record_trial
 
 OBJECTIVES = ["accuracy", "latency_p99_ms"]
 

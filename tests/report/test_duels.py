@@ -8,8 +8,8 @@ from dse.report.dashboard import dashboard_html, dashboard_info
 from dse.report.duels import duels_info
 from dse.report.front_table import CONFIGURATION, front_table_info
 from dse.results import front_frame, trials_frame
-from dse.results.testing import campaign_study, candidate, record_trial
 from dse.search.duel_records import DISTURBED, MEASURED, DuelRecord, MetricVerdict, store_record
+from dse.testing import campaign_study, candidate, record_trial
 
 OBJECTIVES = ["accuracy", "latency_p50_ms"]
 

@@ -17,14 +17,14 @@ from dse.report.failures import (
     trial_ranges,
 )
 from dse.results import trials_frame
-from dse.results.testing import (
+from dse.testing import (
     EXAMPLE_CONSTRAINT,
     EXAMPLE_OBJECTIVES,
     campaign_study,
     candidate,
     example_study,
 )
-from dse.results.testing import record_trial as record
+from dse.testing import record_trial as record
 
 # A reason past the 80 characters a progress line once kept, and the 160 a hover keeps.
 FORWARD = ("build failed: the model's forward returned ImageClassifierOutput, not a tensor of "

@@ -7,7 +7,7 @@ from dse.report.front_table import CONFIGURATION, configuration_text, front_tabl
 from dse.report.info import trial_provenance
 from dse.report.page import table_html
 from dse.results import front_frame, trials_frame
-from dse.results.testing import (
+from dse.testing import (
     EXAMPLE_OBJECTIVES,
     campaign_study,
     candidate,

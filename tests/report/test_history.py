@@ -9,8 +9,8 @@ from optuna.trial import TrialState
 
 from dse.report.history import hypervolume_history_figure, hypervolume_history_info
 from dse.results import trials_frame
-from dse.results.testing import EXAMPLE_OBJECTIVES, campaign_study, candidate, example_study, record_trial
 from dse.search.pareto import default_reference, hypervolume_history
+from dse.testing import EXAMPLE_OBJECTIVES, campaign_study, candidate, example_study, record_trial
 
 OBJECTIVES = list(EXAMPLE_OBJECTIVES)
 

@@ -18,7 +18,7 @@ from dse.report.index import (
     read_dashboard_meta,
     write_index,
 )
-from dse.results.testing import example_run
+from dse.testing import example_run
 from tests.replay_campaign import replay_campaign
 
 # A page as an older dse wrote it: no dse meta tags in its head.

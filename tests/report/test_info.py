@@ -13,7 +13,7 @@ from optuna.trial import TrialState
 from dse.report import parallel_coordinates_info, pareto_scatter_info
 from dse.report.info import FRONT_NAME, hover_texts, trial_provenance
 from dse.results import front_frame, trials_frame
-from dse.results.testing import (
+from dse.testing import (
     EXAMPLE_FRONT,
     EXAMPLE_OBJECTIVES,
     campaign_study,

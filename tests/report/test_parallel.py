@@ -16,7 +16,7 @@ from dse.report.parallel import (
     title_width,
 )
 from dse.results import trials_frame
-from dse.results.testing import campaign_study, candidate, record_trial
+from dse.testing import campaign_study, candidate, record_trial
 
 OBJECTIVES = ["accuracy", "latency_p99_ms", "throughput_sps"]
 

@@ -39,7 +39,7 @@ from dse.report.index import (
 )
 from dse.report.profile_info import TOP_OPS, ceiling_lines, profile_page_info, profile_pages
 from dse.report.profile_page import profile_page_name, write_profile_page
-from dse.results.testing import example_run
+from dse.testing import example_run
 
 RUNS = 200
 PEAK_GFLOPS, BANDWIDTH_GBS = 150.0, 20.0

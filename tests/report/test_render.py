@@ -13,7 +13,7 @@ import pytest
 from dse.report.info import FRONT_NAME, ParetoScatterInfo, pareto_scatter_info, trial_provenance
 from dse.report.render import figure_html, scatter3d_figure, scatter_figure
 from dse.results import front_frame, trials_frame
-from dse.results.testing import (
+from dse.testing import (
     EXAMPLE_FRONT,
     EXAMPLE_OBJECTIVES,
     campaign_study,

@@ -19,7 +19,7 @@ import dse.report, dse.report.dashboard, dse.report.index, dse.report.serve, dse
 from dse.report.dashboard import write_dashboard
 from dse.report.index import write_index
 from dse.report.serve import DashboardServer, LiveCampaign
-from dse.results.testing import example_run
+from dse.testing import example_run
 
 root = Path(sys.argv[1])
 run_dir = example_run(root / "runs" / "example")

@@ -16,9 +16,9 @@ from dse.report.roofline import (
     roofline_info,
 )
 from dse.results import front_frame, trials_frame
-from dse.results.testing import EXAMPLE_OBJECTIVES, campaign_study, candidate, example_study, record_trial
 from dse.search import study as study_module
 from dse.spec import HardwareProfile
+from dse.testing import EXAMPLE_OBJECTIVES, campaign_study, candidate, example_study, record_trial
 
 OBJECTIVES = list(EXAMPLE_OBJECTIVES)
 GPU = HardwareProfile(

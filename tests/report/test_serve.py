@@ -20,7 +20,7 @@ import pytest
 
 from dse.report.http_pool import HANDLER_THREADS
 from dse.report.serve import DashboardServer, LiveCampaign, with_refresh
-from dse.results.testing import candidate, example_run, record_trial
+from dse.testing import candidate, example_run, record_trial
 from tests.report.test_browser import CHROMIUM, FIGURES, TIMEOUT_S, Chromium
 
 REFRESH = '<meta http-equiv="refresh" content="2">'

@@ -10,14 +10,14 @@ import yaml
 from dse.report.front_table import baseline_yaml, front_table_info
 from dse.report.summary import device_comparison_info
 from dse.results import front_frame, trials_frame
-from dse.results.testing import (
+from dse.spec.models import BaselineSpec
+from dse.testing import (
     EXAMPLE_OBJECTIVES,
     campaign_study,
     candidate,
     example_study,
     record_trial,
 )
-from dse.spec.models import BaselineSpec
 from tests.report.test_info import DEVICES, HOSTILE, THREE, device_studies
 
 OBJECTIVES = list(EXAMPLE_OBJECTIVES)

@@ -22,7 +22,7 @@ from dse.measure.telemetry.nvml_throttle import reason_bits
 from dse.report.trace_series import KIND_TITLES, channel_kind, parse_trace_key
 from dse.report.traces import TracesInfo, traces_figure, traces_info
 from dse.results import trials_frame
-from dse.results.testing import campaign_study, candidate, record_trial
+from dse.testing import campaign_study, candidate, record_trial
 
 OBJECTIVES = ["accuracy", "latency_p99_ms"]
 T0 = 1_700_000_000.0  # readings carry time.time() seconds

@@ -15,12 +15,12 @@ from optuna.trial import TrialState
 from dse.exceptions import SpecError
 from dse.results import trials_frame
 from dse.results.baseline import baseline_ids, relative_column, relative_to_baseline
-from dse.results.testing import campaign_study, candidate, record_trial
 from dse.search.baseline_plan import baseline_problems, plan_baseline
 from dse.search.space import suggest_candidate
 from dse.search.study import open_experiment_studies
 from dse.spec import HardwareProfile, SearchSpace, load_experiment_files
 from dse.spec.models import BaselineSpec
+from dse.testing import campaign_study, candidate, record_trial
 from tests.conftest import LOCAL_CPU, tiny_experiment_text
 
 OBJECTIVES = ["accuracy", "latency_p99_ms"]

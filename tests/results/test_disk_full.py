@@ -85,7 +85,7 @@ def _check_intact(run_dir: Path, before: dict[int, tuple[object, object]]) -> No
     assert {n: now.get(n) for n in before} == before
     assert len(pd.read_parquet(run_dir / "trials.parquet")) >= len(before)
     assert not pd.read_csv(run_dir / "pareto.csv").empty
-    dashboards = run_dir.parents[1] / "dashboards"
+    dashboards = run_dir.parents[2] / "dashboards"
     leftovers = [p.name for p in (*run_dir.iterdir(), *dashboards.glob("*")) if p.suffix == ".tmp"]
     assert leftovers == []
 
@@ -189,7 +189,7 @@ def test_a_folder_full_before_the_first_trial_is_one_line_too(tmp_path: Path) ->
 def test_a_full_dashboards_folder_is_named_not_the_run_folder(tmp_path: Path) -> None:
     experiment = _campaign(tmp_path, 4)
     assert _dse("run", str(experiment)).returncode == 0
-    dashboards = tmp_path / "experiments" / "dashboards"
+    dashboards = tmp_path / "dashboards"
     # 1 MB: the results files fit, the dashboard (plotly inlined, megabytes) does not.
     result = _dse("report", str(experiment), size_limit=1 << 20)
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr

@@ -7,7 +7,6 @@ import optuna
 
 from dse.columns import DUEL_COLUMN
 from dse.results import duel_summary, duel_text, front_frame, metric_columns, trials_frame
-from dse.results.testing import campaign_study, candidate, record_trial
 from dse.search.duel_records import (
     DISTURBED,
     FAILED,
@@ -16,6 +15,7 @@ from dse.search.duel_records import (
     MetricVerdict,
     store_record,
 )
+from dse.testing import campaign_study, candidate, record_trial
 
 OBJECTIVES = ["accuracy", "latency_p50_ms"]
 

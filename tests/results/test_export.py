@@ -10,7 +10,7 @@ import pytest
 
 from dse.exceptions import DseError
 from dse.results import atomic_write_text, front_frame, load_study, trials_frame, write_results
-from dse.results.testing import EXAMPLE_FRONT, EXAMPLE_OBJECTIVES, campaign_study, example_run
+from dse.testing import EXAMPLE_FRONT, EXAMPLE_OBJECTIVES, campaign_study, example_run
 
 
 @pytest.fixture

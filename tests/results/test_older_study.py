@@ -48,7 +48,7 @@ def test_an_older_study_reads_into_the_table_it_wrote(older: Path, campaign: str
 def test_an_older_campaign_reports(older: Path) -> None:
     done = _dse("report", str(older / "experiments" / "older-cpu.yaml"))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    page = older / "experiments" / "dashboards" / "older-cpu.html"
+    page = older / "dashboards" / "older-cpu.html"
     text = page.read_text()
     assert page.is_file() and "older-cpu" in text
     # Its front drawn from the old study: both objectives, with their units.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dse.columns import NON_OK_ON_FRONT_ATTR
 from dse.results import competing_mask, front_frame, has_unclean, quality_summary, trials_frame
-from dse.results.testing import campaign_study, candidate, record_trial
+from dse.testing import campaign_study, candidate, record_trial
 
 OBJECTIVES = ["accuracy", "latency_p99_ms"]
 

@@ -17,7 +17,7 @@ from dse.results import (
     trials_frame,
     write_results,
 )
-from dse.results.testing import candidate, record_trial
+from dse.testing import candidate, record_trial
 
 OLD = "memory_peak_mb"
 NEW = "process_rss_peak_mb"

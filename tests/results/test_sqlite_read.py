@@ -9,7 +9,7 @@ import pytest
 
 from dse.results import load_campaign, trials_frame
 from dse.results.sqlite_read import SnapshotStudy, read_trials
-from dse.results.testing import example_run
+from dse.testing import example_run
 
 
 def _orm_trials(db: Path, name: str) -> list[optuna.trial.FrozenTrial]:

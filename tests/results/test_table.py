@@ -8,7 +8,8 @@ import pytest
 from optuna.trial import TrialState
 
 from dse.results import front_frame, trials_frame
-from dse.results.testing import (
+from dse.search.pareto import pareto_mask
+from dse.testing import (
     EXAMPLE_CONSTRAINT,
     EXAMPLE_FRONT,
     EXAMPLE_OBJECTIVES,
@@ -17,7 +18,6 @@ from dse.results.testing import (
     example_study,
     record_trial,
 )
-from dse.search.pareto import pareto_mask
 
 OBJECTIVES = list(EXAMPLE_OBJECTIVES)
 

@@ -12,7 +12,6 @@ from dse.farm.duel_window import DuelReport
 from dse.measure.duel import DuelRun
 from dse.measure.duel_stats import PairedRatio
 from dse.measurement import Measurement
-from dse.results.testing import campaign_study, candidate, record_trial
 from dse.search.duel_records import (
     DISTURBED,
     FAILED,
@@ -29,6 +28,7 @@ from dse.search.duels import DuelPair, choose_pairs, pending_pairs, planned_duel
 from dse.search.pareto import noise_aware_mask, pareto_mask
 from dse.spec import MeasureSpec, TrainingSpec
 from dse.spec.duel_models import DuelSpec
+from dse.testing import campaign_study, candidate, record_trial
 
 OBJECTIVES = ["accuracy", "latency_p50_ms"]
 

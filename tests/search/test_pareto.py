@@ -12,15 +12,6 @@ from optuna.trial import TrialState
 
 import dse
 from dse.results import front_frame, metric_column, trials_frame
-from dse.results.testing import (
-    EXAMPLE_CONSTRAINT,
-    EXAMPLE_FRONT,
-    EXAMPLE_OBJECTIVES,
-    campaign_study,
-    candidate,
-    example_study,
-    record_trial,
-)
 from dse.search.pareto import (
     default_reference,
     hypervolume,
@@ -28,6 +19,15 @@ from dse.search.pareto import (
     noise_aware_mask,
     pareto_front,
     pareto_mask,
+)
+from dse.testing import (
+    EXAMPLE_CONSTRAINT,
+    EXAMPLE_FRONT,
+    EXAMPLE_OBJECTIVES,
+    campaign_study,
+    candidate,
+    example_study,
+    record_trial,
 )
 
 OBJECTIVES = list(EXAMPLE_OBJECTIVES)

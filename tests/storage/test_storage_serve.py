@@ -8,8 +8,8 @@ import urllib.request
 from pathlib import Path
 
 from dse.report.serve import DashboardServer, LiveCampaign
-from dse.results.testing import candidate, example_study, record_trial
 from dse.storage import CampaignStorage
+from dse.testing import candidate, example_study, record_trial
 
 REFRESH = '<meta http-equiv="refresh" content="2">'
 

@@ -44,4 +44,4 @@ lint: setup
 	$(VENV)/bin/lint-imports
 
 clean:
-	rm -rf experiments/runs experiments/dashboards/*.html
+	rm -rf experiments/runs dashboards/*.html

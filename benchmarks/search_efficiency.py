@@ -12,10 +12,10 @@ feasible front's hypervolume reaches 95 % and 99 % of the table's (reference: th
 ``default_reference``). A run stops there, or when the table is measured in full.
 
 Also measured: the surrogate's proposal time at 300 trials (on listed spaces of 6,912 and 15,625
-candidates and on a continuous one), what a second device saves when its study learns from the first device's
-(``TRANSFER_PAIRS``: the same space recorded on 2 cores and on 1, for onnx-deploy and
-cnn-digits), and the search loop's own
-cost per trial against plain Optuna with the same sampler and storage.
+candidates and on a continuous one), what a second device saves by starting from the first
+device's front (``TRANSFER_PAIRS``: the same space recorded on 2 cores and on 1, for onnx-deploy
+and cnn-digits), and the search loop's own cost per trial against plain Optuna with the same
+sampler and storage.
 
 Run: ``.venv/bin/python benchmarks/search_efficiency.py`` (about 15 minutes on 2 cores; ``--quick``
 for a 2-minute smoke run). Ends with ``BENCH`` lines:
@@ -31,8 +31,6 @@ for a 2-minute smoke run). Ends with ``BENCH`` lines:
   saves by starting from the first device's front, as a campaign's warm start does (1 - with /
   without, medians over seeds), the median over both directions of both transfer pairs (each
   printed; negative: it cost candidates);
-- ``model_transfer_saving``: the same for the sampler learning from the first device's study
-  (its model leading, its predictions as features, shared values; switched off by default);
 - ``loop_overhead_ratio``: ``dse``'s campaign loop seconds per trial with an instant (replay)
   evaluator over plain Optuna's ask / tell with the same sampler and SQLite storage (median of
   interleaved pairs).
@@ -162,8 +160,7 @@ class SearchRun:
     study: Any = None
 
 
-def new_sampler(variant: str, seed: int, table: ReplayTable,
-                siblings: Sequence[Any] = ()) -> Any:
+def new_sampler(variant: str, seed: int, table: ReplayTable) -> Any:
     from dse.search.candidate_space import CandidateSpace
     from dse.search.samplers import make_sampler
     from dse.search.surrogate_sampler import SamplerContext
@@ -175,12 +172,12 @@ def new_sampler(variant: str, seed: int, table: ReplayTable,
         from optuna_integration import BoTorchSampler  # type: ignore[import-not-found]
 
         return BoTorchSampler(seed=seed, n_startup_trials=10)
-    context = SamplerContext(CandidateSpace(table.space, table.profile), lambda: list(siblings))
+    context = SamplerContext(CandidateSpace(table.space, table.profile))
     return make_sampler(SamplerSpec(seed=seed, **VARIANTS[variant]), 0, context)
 
 
 def search_run(table: ReplayTable, variant: str, seed: int, *, max_asks: int | None = None,
-               targets: Sequence[float] = TARGETS, siblings: Sequence[Any] = (),
+               targets: Sequence[float] = TARGETS,
                max_distinct: int | None = None,
                seeds: Sequence[dict[str, Any]] = ()) -> SearchRun:
     """Ask and tell until every target is reached, the table (or ``max_distinct`` candidates) is
@@ -198,7 +195,7 @@ def search_run(table: ReplayTable, variant: str, seed: int, *, max_asks: int | N
     study = optuna.create_study(  # in memory: no storage, no Ray
         study_name=f"{table.name}-{variant}-{seed}",
         directions=[metric(m).direction.value for m in table.objectives],
-        sampler=new_sampler(variant, seed, table, siblings))
+        sampler=new_sampler(variant, seed, table))
     for params in seeds:
         study.enqueue_trial(params)
     run = SearchRun(variant, seed, needed={t: None for t in targets}, study=study)
@@ -390,36 +387,24 @@ def front_seeds(study: Any, table: ReplayTable, cap: int) -> list[dict[str, Any]
 
 @dataclass(frozen=True)
 class Transfer:
-    """The second device's runs: alone, seeded with the first device's front (as a campaign's
-    warm start does), and with the first device's study as the sampler's sibling."""
+    """The second device's runs: alone, and seeded with the first device's front (as a
+    campaign's warm start does)."""
 
     alone: Summary
     front: Summary
-    model: Summary
 
 
 def transfer(first: ReplayTable, second: ReplayTable, seeds: Sequence[int]) -> Transfer:
-    """The default sampler on ``second`` alone; seeded with ``first``'s front (searched to its
-    budget beforehand, same seed); and with ``first``'s study as a sibling, its transfer
-    switches on."""
-    import dse.search.surrogate_sampler as surrogate
-
-    alone, fronted, helped = [], [], []
-    switches = (surrogate.STACK, surrogate.LEAD, surrogate.SHARE)
+    """The default sampler on ``second`` alone, and seeded with ``first``'s front (searched to
+    its budget beforehand, same seed)."""
+    alone, fronted = [], []
     for seed in seeds:
         source = search_run(first, DEFAULT_SAMPLER, seed, targets=(1.01,),
                             max_distinct=first.budget).study
         alone.append(search_run(second, DEFAULT_SAMPLER, seed))
         fronted.append(search_run(second, DEFAULT_SAMPLER, seed,
                                   seeds=front_seeds(source, first, second.budget // 2)))
-        # The model transfers are off by default (they cost more than they saved here): on to
-        # measure them.
-        surrogate.STACK = surrogate.LEAD = surrogate.SHARE = True
-        try:
-            helped.append(search_run(second, DEFAULT_SAMPLER, seed, siblings=[source]))
-        finally:
-            surrogate.STACK, surrogate.LEAD, surrogate.SHARE = switches
-    return Transfer(*(summarize(runs, second.budget) for runs in (alone, fronted, helped)))
+    return Transfer(*(summarize(runs, second.budget) for runs in (alone, fronted)))
 
 
 def loop_overhead(table_name: str, trials: int, pairs: int) -> tuple[float, float, float]:
@@ -531,19 +516,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         worst["reach"] = min(worst["reach"], default.reach[0.99])
     print(f"\nsearch wall time {time.perf_counter() - started:.0f} s; {busy_note()}")
 
-    savings: dict[str, list[float]] = {"front": [], "model": []}
+    savings: list[float] = []
     for pair in TRANSFER_PAIRS:
         first, second = (load_table(n) for n in pair)
         for a, b in ((first, second), (second, first)):
             result = transfer(a, b, seeds)
             alone = result.alone.median[0.99]
-            line = f"transfer {a.name} -> {b.name}: distinct to 99 % alone {alone:.1f}"
-            for arm, helped in (("front", result.front), ("model", result.model)):
-                saving = 1 - helped.median[0.99] / alone
-                savings[arm].append(saving)
-                line += (f"; {arm} {helped.median[0.99]:.1f} (saving {100 * saving:.0f} %, "
-                         f"reach {helped.reach[0.99]:.2f})")
-            print(line)
+            fronted = result.front.median[0.99]
+            savings.append(1 - fronted / alone)
+            print(f"transfer {a.name} -> {b.name}: distinct to 99 % alone {alone:.1f}; front "
+                  f"{fronted:.1f} (saving {100 * savings[-1]:.0f} %, reach "
+                  f"{result.front.reach[0.99]:.2f})")
 
     listed = proposal_seconds(REPO / "search_spaces" / "transformer-sequences.yaml")
     cells = proposal_seconds(TABLE_DIR / "cell-space.yaml")
@@ -561,8 +544,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"BENCH default_oracle_ratio_99 {worst['oracle']:.3f}")
     print(f"BENCH default_reach_99 {worst['reach']:.3f}")
     print(f"BENCH proposal_seconds {max(listed, cells, drawn):.3f}")
-    print(f"BENCH warm_start_saving {statistics.median(savings['front']):.3f}")
-    print(f"BENCH model_transfer_saving {statistics.median(savings['model']):.3f}")
+    print(f"BENCH warm_start_saving {statistics.median(savings):.3f}")
     print(f"BENCH loop_overhead_ratio {overhead:.3f}")
 
 

@@ -144,6 +144,10 @@ METRICS: dict[str, MetricSpec] = _table(
                "CPU time other processes used during the timed window, as a share of all the "
                "CPUs' time in it (/proc/stat less this process's own time); a single-threaded hog "
                "on a 2-core machine reads about 50."),
+    MetricSpec("machine_slowdown", "ratio", MIN,
+               "How much slower a fixed reference loop ran at the timed window's ends (the faster "
+               "end) than the fastest this worker has timed it: the machine's own speed, which no "
+               "other process shows (speed_canary probe)."),
     MetricSpec("cpu_wait_pct", "%", MIN,
                "Share of the measuring process's runnable time its threads spent waiting for a "
                "CPU in the window (/proc/self/task/*/schedstat): other work taking its CPU."),

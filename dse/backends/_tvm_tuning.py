@@ -7,11 +7,10 @@ names all of them plus the device fingerprint and the trial budget: a second cam
 device finds it and tunes nothing.
 
 Candidates are built in this process (:class:`InProcessBuilder`) rather than in MetaSchedule's
-pool of fresh processes: each pool worker imports TVM's tensor intrinsics (~26 s on a 2-core CPU)
-before its first build, which passes the pool's 30 s build timeout and fails every candidate
-(measured with apache-tvm 0.27 on this 2-core machine). They
-are still measured in MetaSchedule's runner process, so a schedule that crashes cannot take the
-device worker with it.
+pool of fresh processes: each pool worker imports TVM's tensor intrinsics before its first build,
+which on a small CPU takes about as long as the pool's 30 s build timeout and fails every
+candidate (docs/benchmarks.md, "Backends"). They are still measured in MetaSchedule's runner
+process, so a schedule that crashes cannot take the device worker with it.
 """
 
 from __future__ import annotations

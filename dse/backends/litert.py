@@ -11,16 +11,13 @@ takes by one DELEGATE node whose inputs and outputs are that partition's boundar
 of the file that no partition covers run on builtin kernels; describe() counts both, names the
 latter, and says whether delegation was full, partial or none — a silent fallback is recorded.
 
-Measured on the test cnn (8x8 digits; batch 4, one thread, a busy 2-core Xeon with AVX512-VNNI,
-AMX and AVX512-FP16; ``run`` per batch, host quantization included): fp32 13-16 us with XNNPACK,
-40-67 us on builtin kernels; fp16 weights as fp32 (13 us: XNNPACK turns them into fp32 at load);
-full-integer int8 51-77 us with XNNPACK, 111-179 us builtin — int8 requantization costs more than
-it saves on layers this small (a 3x32x32 net with 64-128 channel convolutions: fp32 6.3 ms, int8
-0.7 ms) — with top-1 agreement 0.988 with fp32 on 256 test images. Dynamic-range int8 (int8
-weights, float activations; ai-edge-quantizer's dynamic_wi8_afp32 or PT2E dynamic) was measured
-and is not offered: XNNPACK leaves its hybrid depthwise convolutions (3 of the cnn's 13 ops) on
-builtin kernels, so it runs partially delegated at 67 us, slower than fp32 at lower agreement
-(0.988) — dominated on dse's depthwise-separable cnn family.
+fp16 weights run as fp32 (XNNPACK turns them into fp32 at load). Full-integer int8 is offered:
+its requantization costs more than it saves on layers as small as the test cnn's, and pays on
+wider convolutions. Dynamic-range int8 (int8 weights, float activations; ai-edge-quantizer's
+dynamic_wi8_afp32 or PT2E dynamic) is not offered: XNNPACK leaves its hybrid depthwise
+convolutions on builtin kernels, so it runs partially delegated, slower than fp32 at lower
+agreement — dominated on dse's depthwise-separable cnn family. Figures: docs/benchmarks.md,
+"Backends".
 """
 
 from __future__ import annotations

@@ -50,7 +50,8 @@ if TYPE_CHECKING:
 TVM_DISTRIBUTIONS = ("apache-tvm",)
 # What profile_ops runs, named in the declaration and in each profile.
 PROFILER = "TVM Relax VM instrument (per-call timing)"
-# The largest tuning budget accepted: MetaSchedule spends about a second per trial on a 2-core CPU.
+# The largest tuning budget accepted: at MetaSchedule's cost of about a second per trial on a
+# small CPU (docs/benchmarks.md, "Backends"), hours of tuning.
 MAX_TUNING_TRIALS = 20_000
 _INT8_REASON = ("TVM's Relax ONNX importer reads the QDQ graph but lowers QuantizeLinear/"
                 "DequantizeLinear to float arithmetic (0.27 has no pass fusing them into int8 "

@@ -177,8 +177,8 @@ class XlaRunner(Runner):
     def run(self, x: np.ndarray) -> np.ndarray:
         if self._device is None:
             raise RuntimeError("run() on a closed xla runner")
-        # The host array goes straight to the executable, which copies it to its device: 10 us
-        # here, where a jax.device_put first costs 110 us (default cnn, batch 4).
+        # The host array goes straight to the executable, which copies it to its device: a
+        # tenth of the cost of a jax.device_put first (docs/benchmarks.md, "Backends").
         feed = np.ascontiguousarray(x, dtype=np.float32)
         compiled, _ = self.executable(len(feed))
         out = compiled(feed) if self._weights is None else compiled(self._weights, feed)

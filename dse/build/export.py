@@ -58,10 +58,10 @@ def warm_up_exporter() -> None:
     """Export a two-layer module once, into a temporary folder, and forget it.
 
     The first export in a process imports the dynamo exporter and onnxscript and traces its
-    machinery: about 3 s more than any later one on 2 cores. A device worker calls this while
-    starting, so that one-off cost is not charged to the first candidate's ``trial_timeout_s``
-    (on a busy machine it timed out candidates that build in a second). Never raises: a module
-    this process cannot export says so when a candidate is built.
+    machinery: seconds more than any later one (docs/benchmarks.md, "Backends"). A device worker
+    calls this while starting, so that one-off cost is not charged to the first candidate's
+    ``trial_timeout_s``, where on a busy machine it would time out candidates that build in a
+    second. Never raises: a module this process cannot export says so when a candidate is built.
     """
     import tempfile
 

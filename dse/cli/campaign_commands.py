@@ -159,7 +159,7 @@ def report_cmd(
     try:
         loaded = load_experiment(experiment)
         if serve:
-            _serve_dashboards(loaded, port, refresh)
+            _serve_report(loaded, port, refresh)
             return
         paths = write_report(loaded)
     except DseError as exc:
@@ -168,7 +168,7 @@ def report_cmd(
         print(path)
 
 
-def _serve_dashboards(experiment: Experiment, port: int, refresh: float) -> None:
+def _serve_report(experiment: Experiment, port: int, refresh: float) -> None:
     """Serve until Ctrl-C; a campaign not started yet gets a page that waits for it."""
     from dse.api import write_report
     from dse.report.serve import DashboardServer, LiveCampaign

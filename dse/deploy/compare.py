@@ -138,16 +138,6 @@ def compare_accuracy(name: str, recorded: float | None, measured: float | None,
     return MetricCheck(name, recorded, None, measured, None, 100 * change, verdict, why)
 
 
-def compare(recorded: Mapping[str, float], measured: Mapping[str, float],
-            objectives: Sequence[str], *, scores: Mapping[str, tuple[float | None, float | None]],
-            tolerance: float = DEFAULT_TOLERANCE,
-            accuracy_tolerance: float = DEFAULT_ACCURACY_TOLERANCE) -> Comparison:
-    """The latencies a verification decides on, then each score of ``scores`` (name ->
-    (recorded, measured) on the bundle's inputs): one run's verdict."""
-    return Comparison(latency_checks(recorded, measured, objectives, tolerance)
-                      + score_checks(scores, accuracy_tolerance))
-
-
 def latency_checks(recorded: Mapping[str, float], measured: Mapping[str, float],
                    objectives: Sequence[str], tolerance: float, run: int = 1) -> list[MetricCheck]:
     """Each latency a verification decides on, measured by run number ``run``."""

@@ -1,7 +1,7 @@
 """``dse calibrate``: measure a device's run-to-run variation on the device itself.
 
-Reference workloads (a sub-millisecond ONNX Runtime CNN on CPU devices, torch CNNs of about 1.5
-and 8 ms on this development VM's CPU, on the device's own processor) are built once, then
+Reference workloads (a sub-millisecond ONNX Runtime CNN on CPU devices, a small and a larger
+torch CNN of milliseconds a call, on the device's own processor) are built once, then
 measured in ``runs`` fresh processes (:mod:`dse.farm.calibration_run`) ``gap_s`` apart, with the
 campaign's measurement protocol. The spread of their percentiles is the device's
 :class:`~dse.measure.run_to_run.RunToRun`, saved in the campaign's cache where the device's worker

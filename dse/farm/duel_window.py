@@ -74,7 +74,7 @@ def duel_prepared(prepared_a: PreparedCandidate, prepared_b: PreparedCandidate,
                            on_window=window.mark)
         finally:
             window.close()
-        why = "" if policy.action == "ignore" else window.disturbance(policy)
+        why = "" if policy.action == "ignore" else window.disturbance(policy, speed=False)
         if not why or policy.action != "remeasure" or attempts > 1:
             return DuelReport(run, bool(why), why, attempts, device_id, window.start, window.end)
         time.sleep(policy.wait_s)

@@ -49,14 +49,18 @@ class TelemetryWindow:
                 return probe.summarize(trace, window)
         return None
 
-    def disturbance(self, policy: InterferenceSpec) -> str:
+    def disturbance(self, policy: InterferenceSpec, *, speed: bool = True) -> str:
         """Why the last closed window shared its device beyond ``policy`` (other processes,
-        steal, CPU wait, GPU work), or "": a trial's window and a duel's are judged alike."""
+        steal, CPU wait, GPU work) or, with ``speed``, ran on a machine slower than itself, or
+        "". A duel's windows leave the speed out: both of its candidates share each moment, and
+        its paired ratio cancels the machine's speed."""
         return disturbed(self.result_of("cpu_interference"), policy.max_foreign_cpu_pct,
                          policy.max_steal_pct, max_cpu_wait_pct=policy.max_cpu_wait_pct,
                          gpu=self.result_of("gpu_interference"),
                          max_gpu_foreign_pct=policy.max_gpu_foreign_pct,
-                         max_gpu_foreign_processes=policy.max_gpu_foreign_processes)
+                         max_gpu_foreign_processes=policy.max_gpu_foreign_processes,
+                         speed=self.result_of("speed_canary") if speed else None,
+                         max_slowdown=policy.max_slowdown)
 
     def close(self) -> None:
         """Stop the probes if the window is still open (the measurement raised inside it)."""

@@ -82,8 +82,11 @@ class DeviceWorker:
         os.environ[DEVICE_CACHE_ENV] = str(self.cache_dir / "device")
         self.probes: list[Probe] = make_probes(profile.telemetry)
         # Every window is checked for other work on the device, listed in the profile or not:
-        # the CPUs everywhere, and an NVIDIA GPU's other compute processes on a CUDA device.
-        always = ["cpu_interference"] + (["gpu_interference"] if profile.kind == "cuda" else [])
+        # the CPUs everywhere, and an NVIDIA GPU's other compute processes on a CUDA device; a
+        # CPU device's windows for the machine's own speed too (a GPU's work does not run on
+        # the CPU whose speed the canary reads).
+        always = (["cpu_interference"] + (["gpu_interference"] if profile.kind == "cuda" else [])
+                  + (["speed_canary"] if profile.kind == "cpu" else []))
         for name in always:
             if not any(probe.name == name for probe in self.probes):
                 self.probes.append(make_probe(name))
@@ -128,17 +131,14 @@ class DeviceWorker:
         return {"device_id": self.device_id, "path": str(self.run_to_run_path),
                 "calibration": asdict(found), "summary": found.describe()}
 
-    def ping(self) -> str:
-        return self.profile.name
-
     def identity(self) -> dict[str, str]:
         """Which device this is: profile, device id, Ray node, host, process, GPUs it sees.
 
         The dispatcher's readiness call: the worker answers once its runtimes are loaded
         (:meth:`_warm_up`), so a job's ``trial_timeout_s`` measures the trial, not the process
-        start-up. A restarted worker's first trial used to pay for importing torch and the
-        runtimes inside its timeout, and on a slow or busy device a tight timeout then failed
-        every trial in turn, each restart starting the next one cold."""
+        start-up: were a restarted worker's first trial to pay for importing torch and the
+        runtimes inside its timeout, a tight timeout on a slow or busy device would fail every
+        trial in turn, each restart starting the next one cold."""
         self._warm_up()
         keys = ("device_profile", "device_id", "node_id", "host", "pid", "cuda_visible_devices")
         return {key: self.host[key] for key in keys if key in self.host}

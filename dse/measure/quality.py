@@ -62,13 +62,15 @@ def unstable(stats: LatencyStats) -> str:
 def disturbed(interference: ProbeResult | None, max_foreign_cpu_pct: float,
               max_steal_pct: float, *, max_cpu_wait_pct: float = 5.0,
               gpu: ProbeResult | None = None,
-              max_gpu_foreign_pct: float = 5.0, max_gpu_foreign_processes: int = 0) -> str:
+              max_gpu_foreign_pct: float = 5.0, max_gpu_foreign_processes: int = 0,
+              speed: ProbeResult | None = None, max_slowdown: float = 0.0) -> str:
     """Why a window shared more of its device with other work than allowed, or "" when it did
     not, or when the figures are missing: nothing shows a disturbance then.
 
     ``interference`` is the ``cpu_interference`` probe's result, ``gpu`` the ``gpu_interference``
-    probe's (None where it did not run); the limits are ``measurement.interference``'s (the GPU
-    ones default to its defaults)."""
+    probe's, ``speed`` the ``speed_canary`` probe's (None where it did not run); the limits are
+    ``measurement.interference``'s (the GPU ones default to its defaults; ``max_slowdown`` 0
+    checks no speed)."""
     reasons = []
     if interference is not None:
         foreign = interference.metrics.get("interference_cpu_pct")
@@ -97,4 +99,10 @@ def disturbed(interference: ProbeResult | None, max_foreign_cpu_pct: float,
         if share is not None and share > max_gpu_foreign_pct:
             reasons.append(f"other processes used {share:.0f}% of the GPU's SMs (at most "
                            f"{max_gpu_foreign_pct:g}% allowed)")
+    if speed is not None and max_slowdown > 0:
+        slowdown = speed.metrics.get("machine_slowdown")
+        if slowdown is not None and slowdown > max_slowdown:
+            reasons.append(f"the machine itself ran {slowdown:.2f}x slower than its best at both "
+                           f"ends of the window (a reference loop; at most {max_slowdown:g}x "
+                           f"allowed)")
     return "; ".join(reasons)

@@ -38,8 +38,8 @@ class SamplerDeclaration:
         summary: one line for the schema and listings.
         needs_steps: it enumerates the space, so every continuous range needs a ``step``.
         uses_context: ``build`` takes a third argument, the study's
-            :class:`dse.search.surrogate_sampler.SamplerContext` (its device's candidate space and
-            the campaign's other device studies), or None where the study was opened without it.
+            :class:`dse.search.surrogate_sampler.SamplerContext` (its device's candidate space),
+            or None where the study was opened without it.
         options: the settings of the experiment's ``sampler:`` it reads beside ``name`` and
             ``seed``: any of ``startup_trials`` and ``population_size``. Setting another is an
             error at validate time, and so is a value above ``budget.trials``.

@@ -270,12 +270,3 @@ class DashboardServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def serve_dashboards(dashboards_dir: Path, campaigns: Sequence[LiveCampaign] = (), *,
-                     port: int = DEFAULT_PORT,
-                     refresh_seconds: float = DEFAULT_REFRESH_SECONDS) -> None:
-    """Serve in the foreground on 127.0.0.1 until Ctrl-C (``KeyboardInterrupt`` propagates)."""
-    with DashboardServer(dashboards_dir, campaigns, port=port,
-                         refresh_seconds=refresh_seconds) as server:
-        server.serve_forever()

@@ -1,8 +1,8 @@
 """Read a campaign study's trials straight from its SQLite database, without SQLAlchemy's ORM.
 
 Optuna's RDB storage builds every trial through the ORM: the 10,000 trials of a campaign take
-about 7 s on a 2-core machine, most of a dashboard's time, where sqlite3 reads the same rows in
-a fraction of a second. Only Optuna's schema ``v3.2.0.a`` (Optuna 3.2 to 5.x) is read here; for
+seconds, most of a dashboard's time, where sqlite3 reads the same rows in a fraction of one
+(docs/benchmarks.md, "Reports"). Only Optuna's schema ``v3.2.0.a`` (Optuna 3.2 to 5.x) is read here; for
 any other, :func:`read_trials` returns None and the caller reads through Optuna.
 """
 

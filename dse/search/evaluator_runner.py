@@ -93,16 +93,14 @@ class InlineRunner:
 
 class ThreadRunner:
     """Calls in a daemon thread of the driver, kept for the next call (starting a thread per
-    call costs ten times the hand-over); a call past its deadline is abandoned with its thread.
-
-    ``abandoned`` counts the calls left running: their threads leak until the calls return.
+    call costs ten times the hand-over); a call past its deadline is abandoned with its thread,
+    which leaks until the call returns.
     """
 
     where = "driver thread"
 
     def __init__(self, function: Callable[[Candidate], object]) -> None:
         self.function = function
-        self.abandoned = 0
         self._thread: _CallThread | None = None
 
     def call(self, candidate: Candidate, timeout_s: float | None) -> Outcome:
@@ -123,7 +121,6 @@ class ThreadRunner:
                 thread.requests.put(candidate)
                 if wait_until(answered, timeout_s, interrupted):
                     return answers[0]
-            self.abandoned += 1
             self.close()
             return timed_out(timeout_s or 0.0, "it runs in a thread of dse, which cannot be "
                              "stopped, so the call was abandoned and runs on (give the "

@@ -93,7 +93,7 @@ class _Worker:
         # that the evaluator's own imports of dse load.
         command = [sys.executable, "-c", _BOOT, str(theirs.fileno()), str(lifeline_read)]
         try:
-            # stdout and stderr are the driver's, so the evaluator's prints show as before.
+            # stdout and stderr are the driver's, so the evaluator's prints show as in-process.
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
                                             pass_fds=(theirs.fileno(), lifeline_read))
         except OSError:

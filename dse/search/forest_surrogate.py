@@ -3,8 +3,8 @@ spread of its trees as the uncertainty of each prediction.
 
 Why a forest: it fits a few hundred points in a fraction of a second on one core, needs no
 tuning, takes categorical one-hot and log-scaled numeric columns alike, and its trees disagree
-exactly where the data is thin — what an optimistic acquisition needs. (Optuna's GP took 6-8 s
-per proposal at 70 trials on 2 cores; see benchmarks/search_efficiency.py.)
+exactly where the data is thin — what an optimistic acquisition needs. (Optuna's GP takes
+seconds per proposal at 70 trials: docs/benchmarks.md, "Samplers".)
 """
 
 from __future__ import annotations

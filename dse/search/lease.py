@@ -1,9 +1,9 @@
 """One driver per campaign: a lease held in the campaign's storage.
 
-Two ``dse run`` of one campaign at once used to race: both created the storage (an
-``alembic_version`` IntegrityError), each failed the other's live trials as crashed, and together
-they measured candidates twice and past the budget. Before it touches the study, a driver takes
-the campaign's lease: a row (holder host, pid, the process's start time, when taken, last
+Two ``dse run`` of one campaign at once would race: both would create the storage (an
+``alembic_version`` IntegrityError), each would fail the other's live trials as crashed, and
+together they would measure candidates twice and past the budget. So before it touches the study,
+a driver takes the campaign's lease: a row (holder host, pid, the process's start time, when taken, last
 heartbeat) in a ``dse_lease`` table of the campaign's database (for a journal-file storage, of an
 SQLite file beside it). A second driver finds it held and stops with one line naming the holder.
 A holder that died is taken over, and said so: on the same host when its process is gone (or its

@@ -19,9 +19,10 @@ a virtual machine or its host can run a whole window slow — for seconds to min
 or more, with no other process to see and a tight interval (docs/benchmarks.md, "The VM's
 speed states") — so a candidate timed in a slow spell reads slower than it runs and drops off
 a front it belongs to, in one run and not the next. "Near": it would be on the front of the
-clean trials were its speed-bound objectives (:func:`speed_bound`) that factor better. Of a
-candidate's two clean looks the faster competes (:func:`look_is_slower`): a slow spell stalls
-the candidate from outside, as other work does, and every candidate near the front gets the
+clean trials were its speed-bound objectives (:func:`speed_bound`) that factor better; those
+the front dominates go first (their look is what moves a point onto the front), its own points
+last. Of a candidate's two clean looks the faster competes (:func:`look_is_slower`): a slow
+spell stalls the candidate from outside, as other work does, and every candidate near the front gets the
 same two chances. The slower stays in the tables, marked
 (:data:`dse.columns.SLOWER_LOOK_COLUMN` on a look that lost).
 
@@ -116,8 +117,8 @@ def pending_second_looks(study: optuna.Study, objectives: Sequence[str], limit: 
 def _near_front(clean: Sequence[optuna.trial.FrozenTrial], objectives: Sequence[str],
                 factor: float, looked: set[object]) -> list[optuna.trial.FrozenTrial]:
     """The clean trials that would be on the clean trials' front were their speed-bound
-    objectives ``factor`` times better, one per candidate not looked at yet, the fewest
-    dominated first, then by number."""
+    objectives ``factor`` times better, one per candidate not looked at yet: those dominated
+    first (the fewest dominating first), the front's own points last, then by number."""
     if factor <= 1.0 or not clean:
         return []
     firsts: dict[object, optuna.trial.FrozenTrial] = {}
@@ -138,7 +139,10 @@ def _near_front(clean: Sequence[optuna.trial.FrozenTrial], objectives: Sequence[
     near = [t for t, beaten in zip(chosen, (no_worse & better).any(axis=1), strict=True)
             if not beaten]
     counts = _times_dominated(near, clean, objectives)
-    return sorted(near, key=lambda t: (counts[t.number], t.number))
+    # A look moves a point onto the front when its first was slow: the trials the front
+    # dominates go first, the fewest dominating first; the front's own points, whose look can
+    # only make them better, after them.
+    return sorted(near, key=lambda t: (counts[t.number] == 0, counts[t.number], t.number))
 
 
 def _measured(trial: optuna.trial.FrozenTrial, objectives: int) -> bool:

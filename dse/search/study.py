@@ -69,13 +69,11 @@ def open_experiment_studies(experiment: Experiment,
     plans = {} if baseline is None else {
         p.name: plan_baseline(baseline, experiment.space, p, capabilities=p.name not in evaluated)
         for p in experiment.devices}
-    opened: dict[str, optuna.Study] = {}
-    contexts = {p.name: _sampler_context(experiment, p, p.name not in evaluated, opened)
+    contexts = {p.name: _sampler_context(experiment, p, p.name not in evaluated)
                 for p in experiment.devices}
     studies = open_studies(experiment.storage, experiment.name, experiment.space,
                            experiment.spec.sampler, [p.name for p in experiment.devices], plans,
                            contexts)
-    opened.update(studies)
     for profile in experiment.devices:
         # The report has only the study: it draws the roofline's ceilings from these. Written on
         # every open, so a profile whose peaks were corrected shows the corrected ceilings.
@@ -88,14 +86,13 @@ def open_experiment_studies(experiment: Experiment,
     return studies
 
 
-def _sampler_context(experiment: Experiment, profile: HardwareProfile, capabilities: bool,
-                     opened: Mapping[str, optuna.Study]) -> SamplerContext:
-    """The device's candidate space, and the campaign's other studies once they are open."""
+def _sampler_context(experiment: Experiment, profile: HardwareProfile,
+                     capabilities: bool) -> SamplerContext:
+    """The device's candidate space."""
     from dse.search.candidate_space import CandidateSpace
     from dse.search.surrogate_sampler import SamplerContext
 
-    return SamplerContext(CandidateSpace(experiment.space, profile, capabilities),
-                          lambda: [s for name, s in opened.items() if name != profile.name])
+    return SamplerContext(CandidateSpace(experiment.space, profile, capabilities))
 
 
 def open_studies(where: Path | CampaignStorage, campaign: str, space: SearchSpace,

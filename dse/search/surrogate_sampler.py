@@ -9,12 +9,10 @@ candidates scored are the whole space when it is discrete and holds at most ``LI
 combinations, else random ones plus neighbours of the front (one parameter changed). A candidate
 already proposed on this study is never proposed again while an unmeasured one is left.
 
-Another device of the campaign that has measurements (a sibling study) can lend its model: its
-predictions become extra features of this device's model, until this device has its own first
-measurements the sibling's model alone ranks the candidates, and objective values both devices
-measured alike are used as known. These transfers are switched off (``STACK``, ``LEAD``, ``SHARE``:
-they cost more than they saved on the recorded pairs); a new device still starts from the first
-device's front through the campaign's warm start.
+Each device's model learns from its own study only; a new device starts from the first device's
+front through the campaign's warm start (:mod:`dse.search.warm_start`). Learning inside the sampler
+from another device's study cost more candidates than it saved on the recorded pairs
+(docs/benchmarks.md, "A second device").
 
 Optuna integration: the proposal is made in ``before_trial`` and handed out parameter by
 parameter in ``sample_independent``, so conditional parameters work as in any define-by-run
@@ -26,8 +24,8 @@ random.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,7 +36,6 @@ from dse.search.candidate_features import FeatureEncoder
 from dse.search.candidate_space import LISTING_LIMIT, CandidateSpace, Params, params_key
 from dse.search.forest_surrogate import ForestSurrogate
 from dse.search.front_acquisition import choose
-from dse.search.shared_objectives import known_values, model_group
 
 if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
@@ -56,15 +53,6 @@ NEIGHBOURS = 600
 #: cnn-digits seeds, 1.25 and 1.5 reached it on every seed, 2 needed about a third more
 #: candidates on the transformer cut (measured with a random start of 5).
 BETA = 1.5
-#: Transfer from a sibling device: its model's predictions as extra features of this device's
-#: model (STACK), its model alone ranking this device's first candidates (LEAD), objective values
-#: both devices measured alike used as known (SHARE, shared_objectives). Off: on the recorded
-#: transfer pairs of benchmarks/search_efficiency.py they cost more candidates than they saved
-#: in three directions of four (e.g. cnn-digits 1 core -> 2 cores: 20 -> 71 to 99 %); the
-#: benchmark switches them on to measure that.
-STACK = False
-LEAD = False
-SHARE = False
 #: The start: after a first random candidate, each the farthest (L1 over the features) from those
 #: asked — space-filling — rather than drawn at random. Over 40 seeds of the recorded tables it
 #: needed fewer candidates on all five (medians, e.g. onnx-deploy 1 core 15 -> 12, transformer
@@ -74,11 +62,9 @@ SPREAD_START = True
 
 @dataclass
 class SamplerContext:
-    """What a space-aware sampler knows beyond Optuna's study: the device's candidate space and
-    the campaign's other device studies (for transfer)."""
+    """What a space-aware sampler knows beyond Optuna's study: the device's candidate space."""
 
     candidates: CandidateSpace
-    siblings: Callable[[], Sequence[optuna.Study]] = field(default=lambda: ())
 
 
 @dataclass(frozen=True)
@@ -137,7 +123,6 @@ class SurrogateSampler(optuna.samplers.BaseSampler):
     def __init__(self, context: SamplerContext | None, *, seed: int, startup_trials: int) -> None:
         self.context = context
         self.startup_trials = startup_trials
-        self._seed = seed
         self._random = optuna.samplers.RandomSampler(seed=seed)
         self._rng = np.random.default_rng(seed)
         self._proposals: dict[int, Params] = {}
@@ -146,7 +131,6 @@ class SurrogateSampler(optuna.samplers.BaseSampler):
         self._pool_features: FloatArray | None = None
         self._pool_encoder: FeatureEncoder | None = None
         self._encoder: FeatureEncoder | None = None
-        self._sibling_models: dict[str, tuple[int, ForestSurrogate]] = {}
 
     # -- Optuna's sampler interface -----------------------------------------------------------
 
@@ -192,8 +176,7 @@ class SurrogateSampler(optuna.samplers.BaseSampler):
         without ``SPREAD_START``; or nothing unmeasured left to score)."""
         assert self.context is not None
         own, asked, running = measured(study)
-        sibling = self._sibling_study(study)
-        starting = (sibling is None or not LEAD) and len(own.params) < self.startup_trials
+        starting = len(own.params) < self.startup_trials
         if starting and (not SPREAD_START or not asked):
             return None
         pool, keys, pool_features = self._candidates(own)
@@ -203,41 +186,15 @@ class SurrogateSampler(optuna.samplers.BaseSampler):
         pool = [p for p, keep in zip(pool, fresh, strict=True) if keep]
         if starting:
             return pool[self._farthest(study, pool_features[fresh])]
-        known, is_known = (self._known_values(study, own, pool) if SHARE else
-                           (np.zeros((len(pool), own.values.shape[1])),
-                            np.zeros((len(pool), own.values.shape[1]), dtype=bool)))
         encoder = self._encoder_for()
-        if sibling is not None and len(own.params) < self.startup_trials:
-            # Too few own measurements to learn from: take the sibling's view as this device's,
-            # and measure first what would add most to the front it predicts.
-            theirs = self._sibling_model(*sibling)
-            done = [t.params for t in study.get_trials(deepcopy=False) if t.params]
-            guessed = np.where(is_known, known, theirs.predict(pool_features[fresh]).mean)
-            chosen = (theirs.predict(encoder.encode(done)).mean if done
-                      else np.empty((0, guessed.shape[1])))
-            low, span = _scale(np.vstack([guessed, chosen]))
-            reference = np.full(guessed.shape[1], 1.1)
-            return pool[choose((guessed - low) / span, (chosen - low) / span, reference,
-                               self._rng)]
-
-        def with_sibling(features: FloatArray) -> FloatArray:
-            if sibling is None or not STACK:
-                return features
-            return np.hstack([features, self._sibling_model(*sibling).predict(features).mean])
-
-        def encode(rows: list[Params]) -> FloatArray:
-            return with_sibling(encoder.encode(rows))
-
         low, span = _scale(own.values)
-        model = ForestSurrogate(encode(own.params), own.values,
+        model = ForestSurrogate(encoder.encode(own.params), own.values,
                                 seed=int(self._rng.integers(2**31)))
-        prediction = model.predict(with_sibling(pool_features[fresh]))
-        # A value another device already measured (shared_objectives) is used as it is.
-        optimistic = (np.where(is_known, known, prediction.mean - BETA * prediction.spread)
-                      - low) / span
+        prediction = model.predict(pool_features[fresh])
+        optimistic = (prediction.mean - BETA * prediction.spread - low) / span
         front = (own.values[own.feasible] - low) / span
         if running:  # measured elsewhere right now: assume its predicted result (a fantasy)
-            front = np.vstack([front, (model.predict(encode(running)).mean - low) / span])
+            front = np.vstack([front, (model.predict(encoder.encode(running)).mean - low) / span])
         reference = np.full(own.values.shape[1], 1.1)
         front = front[np.all(front < reference, axis=1)]
         success = None
@@ -256,24 +213,6 @@ class SurrogateSampler(optuna.samplers.BaseSampler):
             distance = np.minimum(distance, np.abs(features - row).sum(axis=1))
         best = np.flatnonzero(distance >= distance.max() - 1e-12)
         return int(self._rng.choice(best))
-
-    def _known_values(self, study: optuna.Study, own: _Measured,
-                      pool: list[Params]) -> tuple[FloatArray, np.ndarray]:
-        """Objective values of ``pool``'s candidates known before measuring them (an accuracy
-        shared by every deployment of a model, and by every device), and where they are."""
-        assert self.context is not None
-        deployment = self.context.candidates.space.deployment
-        backends = [] if deployment is None else list(deployment.backends)
-
-        def groups(rows: list[Params]) -> list[str]:
-            return [model_group(p, backends) for p in rows]
-
-        others = []
-        for sibling in self.context.siblings():
-            if sibling.directions == study.directions:
-                theirs, _, _ = measured(sibling)
-                others.append((groups(theirs.params), theirs.values))
-        return known_values(groups(pool), (groups(own.params), own.values), others)
 
     def _candidates(self, own: _Measured) -> tuple[list[Params], list[str], FloatArray]:
         """The candidates to score, their keys and their features (a listed space's are kept)."""
@@ -299,34 +238,7 @@ class SurrogateSampler(optuna.samplers.BaseSampler):
         distributions = self.context.candidates.distributions
         if self._encoder is None or set(self._encoder.columns) != set(distributions):
             self._encoder = FeatureEncoder(distributions)
-            self._sibling_models.clear()  # fitted on the former columns
         return self._encoder
-
-    def _sibling_study(self, study: optuna.Study) -> tuple[int, optuna.Study] | None:
-        """The sibling study (same directions) with the most completed trials, and that count;
-        None when none has ``startup_trials``."""
-        assert self.context is not None
-        best: tuple[int, optuna.Study] | None = None
-        for sibling in self.context.siblings():
-            if sibling.directions != study.directions:
-                continue
-            count = sum(t.state == optuna.trial.TrialState.COMPLETE
-                        for t in sibling.get_trials(deepcopy=False))
-            if count >= self.startup_trials and (best is None or count > best[0]):
-                best = count, sibling
-        return best
-
-    def _sibling_model(self, count: int, sibling: optuna.Study) -> ForestSurrogate:
-        """The sibling's model (its scaled objectives from features), refitted when it has
-        measured more."""
-        cached = self._sibling_models.get(sibling.study_name)
-        if cached is None or cached[0] != count:
-            theirs, _, _ = measured(sibling)
-            model = ForestSurrogate(self._encoder_for().encode(theirs.params), theirs.values,
-                                    seed=self._seed)
-            cached = (count, model)
-            self._sibling_models[sibling.study_name] = cached
-        return cached[1]
 
 
 def _success_chance(features: FloatArray, succeeded: int, pool: FloatArray, *,

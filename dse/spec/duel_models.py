@@ -30,8 +30,8 @@ class DuelSpec(Strict):
         default=0.1, ge=0, le=100, allow_inf_nan=False,
         description="Two measured values of a timing objective closer than this fraction count "
                     "as a close call even where their intervals do not overlap: separate runs "
-                    "drift further apart than one run's interval says (3-14% between processes "
-                    "on a shared VM) unless measurement.run_to_run widens them. 0: overlapping "
+                    "drift further apart than one run's interval says unless "
+                    "measurement.run_to_run widens them. 0: overlapping "
                     "intervals only.")
     max_seconds: float = Field(
         default=4.0, gt=0, le=600, allow_inf_nan=False,

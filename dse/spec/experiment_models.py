@@ -175,8 +175,7 @@ class InterferenceSpec(Strict):
         description="Other processes beyond max_foreign_cpu_pct disturb a window only when the "
                     "measuring process's threads also waited for a CPU longer than this share "
                     "of their runnable time (cpu_wait_pct): work on free cores beside the "
-                    "measurement is not interference. Measured on a 2-core VM: 0.1% beside one "
-                    "busy loop on the other core, 45% with two.")
+                    "measurement is not interference.")
     max_steal_pct: float = Field(
         default=5.0, ge=0, le=100, allow_inf_nan=False,
         description="Most time the hypervisor may give the CPUs to other guests (steal_pct).")
@@ -188,6 +187,13 @@ class InterferenceSpec(Strict):
         default=0, ge=0,
         description="Most other processes that may hold a compute context on the NVIDIA GPU at "
                     "once during a window (gpu_foreign_processes).")
+    max_slowdown: float = Field(
+        default=1.5, ge=0, le=100, allow_inf_nan=False,
+        description="On a CPU device, a window is disturbed too when the machine itself ran "
+                    "this many times slower than its best at both of the window's ends "
+                    "(machine_slowdown: a reference loop timed when it opens and closes, "
+                    "against the fastest the worker has timed) — a slow spell of a virtual "
+                    "machine or its host, which no other process shows. 0: never.")
     action: Literal["remeasure", "flag", "ignore"] = Field(
         default="remeasure",
         description="remeasure: wait, then time the candidate again, up to max_remeasures times, "
@@ -203,10 +209,9 @@ class InterferenceSpec(Strict):
 
 
 #: The relative half-width each percentile's interval must reach by default (``precision``):
-#: what separates a shared VM's ordinary runs from broken ones. On the 2-core development VM,
-#: whose speed moves by up to a third between seconds, quiet runs of the quickstart's candidates
-#: ended within these after at most one re-measurement, while the tails that misled a front read
-#: ±117% to ±1,287% (docs/benchmarks.md). A dedicated device can be held tighter.
+#: what separates a shared machine's ordinary runs from broken ones — quiet runs meet these after
+#: at most one re-measurement, the tails that mislead a front miss them by far (figures:
+#: docs/benchmarks.md, "The default precision targets"). A dedicated device can be held tighter.
 DEFAULT_PRECISION: dict[PercentileName, float] = {"p50": 0.25, "p90": 0.35, "p95": 0.4,
                                                   "p99": 0.5, "p999": 0.75}
 
@@ -440,11 +445,12 @@ class ExperimentSpec(Strict):
                     "environment variable holding such a URL).")
     runs_dir: Path = Field(default=Path("runs"),
                            description="Where run folders go, relative to this file.")
-    dashboards_dir: Path = Field(
-        default=Path("dashboards"),
+    dashboards_dir: Path | None = Field(
+        default=None,
         description="Where the dashboard (<name>.html) and the index of every campaign's page go, "
-                    "relative to this file; the default, dashboards/ beside the default runs/, "
-                    "keeps everything a campaign writes in this file's folder.")
+                    "relative to this file. Default: the project's dashboards/ (the folder above "
+                    "this file's when this file is in experiments/, else dashboards/ beside this "
+                    "file), so a campaign never writes outside its project.")
     cache_dir: Path | None = Field(
         default=None,
         description="Build cache (trained weights, artifacts), relative to this file; campaigns "

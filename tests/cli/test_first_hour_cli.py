@@ -127,13 +127,13 @@ def test_a_finished_campaign_starts_no_ray_and_names_its_dashboard(
     assert done.returncode == 0, done.stdout + done.stderr
     assert not (ray_root / "ray").exists(), "a finished campaign started Ray"
     lines = done.stdout.splitlines()
-    dashboard = tiny_campaign.parent / "dashboards" / "tiny-campaign.html"
+    dashboard = tiny_campaign.parents[1] / "dashboards" / "tiny-campaign.html"
     assert lines[0] == (f"campaign tiny-campaign: 2 distinct candidates on local-cpu; run folder "
                         f"{tiny_campaign.parent / 'runs' / 'tiny-campaign'}; dashboard {dashboard}")
     assert ("resuming: 2 of 2 trials done; every device has its budget.trials: nothing left to "
             "measure") in lines
     assert dashboard.is_file() and f"dashboard: {dashboard}" in lines
-    assert not (tiny_campaign.parent.parent / "dashboards").exists()  # nothing outside it
+    assert not (tiny_campaign.parent / "dashboards").exists()  # the project's, not experiments/
     # The front table whole: every runtime/precision cell as it is, nothing cut with "…".
     front = finished.pareto()
     for _, row in front.iterrows():

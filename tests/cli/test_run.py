@@ -74,7 +74,7 @@ def test_ctrl_c_then_rerun_completes_without_remeasuring(tiny_campaign: Path) ->
         retries = [t for t in study.trials if t.user_attrs.get("requeued_from") == stopped.number]
         assert len(retries) == 1
         assert retries[0].state == optuna.trial.TrialState.COMPLETE
-    assert (tiny_campaign.parent / "dashboards" / "interrupted.html").is_file()
+    assert (tiny_campaign.parents[1] / "dashboards" / "interrupted.html").is_file()
 
 
 def test_run_with_a_bad_experiment_says_why_and_exits_2(tiny_campaign: Path) -> None:

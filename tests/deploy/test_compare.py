@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from dse.deploy.compare import checked_latencies, compare, compare_accuracy, compare_latency
+from dse.deploy.compare import (
+    DEFAULT_ACCURACY_TOLERANCE,
+    DEFAULT_TOLERANCE,
+    Comparison,
+    checked_latencies,
+    compare_accuracy,
+    compare_latency,
+    latency_checks,
+    score_checks,
+)
 from dse.deploy.manifest import manifest_problems, write_manifest
 from dse.deploy.standalone import requirements_text
 
@@ -55,8 +64,9 @@ def test_accuracy_drops_beyond_the_tolerance_regress() -> None:
 
 
 def test_one_regression_decides_the_whole() -> None:
-    found = compare(RECORDED, _latency(0.5, 0.49, 0.51), ["latency_p50_ms"],
-                    scores={"accuracy": (0.95, 0.90)})
+    found = Comparison(
+        latency_checks(RECORDED, _latency(0.5, 0.49, 0.51), ["latency_p50_ms"], DEFAULT_TOLERANCE)
+        + score_checks({"accuracy": (0.95, 0.90)}, DEFAULT_ACCURACY_TOLERANCE))
     assert [c.verdict for c in found.checks] == ["improved", "regressed"]
     assert found.verdict == "regressed"
 

@@ -175,4 +175,6 @@ def test_the_worker_remeasures_or_flags_a_disturbed_window(
     assert facts["disturbance"].startswith("other processes used")
     reasons = [part for part in facts["remeasured_because"].split(" | ") if part]
     assert len(reasons) == remeasures
-    assert all(reason.startswith(("other processes used", "unstable:")) for reason in reasons)
+    # The hog may slow the machine's reference loop too (dse.measure.telemetry.speed_canary).
+    assert all(reason.startswith(("other processes used", "unstable:", "the machine itself"))
+               for reason in reasons)

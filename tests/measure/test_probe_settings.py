@@ -3,7 +3,6 @@ loads, through `dse validate` too), and the worker builds its probes with them."
 
 from __future__ import annotations
 
-import inspect
 import pickle
 import shutil
 import subprocess
@@ -19,7 +18,7 @@ from typer.testing import CliRunner
 from dse.cli import app
 from dse.exceptions import SpecError
 from dse.farm.worker import DeviceWorker
-from dse.measure.telemetry import PROBES, ProbeSettings, Window, make_probe, make_probes, parse_entry
+from dse.measure.telemetry import PROBES, Window, make_probes, parse_entry
 from dse.measure.telemetry.cpu_thermal import ThermalZonesProbe
 from dse.measure.telemetry.cuda_memory import CudaMemoryProbe
 from dse.measure.telemetry.jetson_power import JetsonPowerProbe
@@ -30,8 +29,6 @@ from dse.spec import HardwareProfile, load_model
 from tests.conftest import REPO
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-# Constructor parameters that only tests set (fixture trees, a stand-in sensor library).
-INTERNAL = {"root", "nvml"}
 
 PROFILE = """\
 name: box
@@ -55,28 +52,9 @@ def _profile_file(tmp_path: Path, text: str = PROFILE) -> Path:
     return path
 
 
-# --- every probe declares its settings ------------------------------------------------------------
-
-@pytest.mark.parametrize("name", sorted(PROBES))
-def test_settings_are_constructor_keywords_with_its_defaults(name: str) -> None:
-    probe_class = PROBES[name]
-    settings = probe_class.settings_model
-    assert issubclass(settings, ProbeSettings)
-    parameters = inspect.signature(probe_class.__init__).parameters
-    assert "interval_s" in settings.model_fields
-    assert not INTERNAL & set(settings.model_fields)
-    for field_name, field in settings.model_fields.items():
-        assert field_name in parameters, f"{name}: setting {field_name} is not a constructor keyword"
-        assert field.default == parameters[field_name].default, f"{name}.{field_name}"
-
-
-@pytest.mark.parametrize("name", sorted(PROBES))
-def test_a_name_alone_builds_the_probe_with_its_defaults(name: str) -> None:
-    probe = make_probe(name)
-    assert type(probe) is PROBES[name]
-    assert probe.interval_s == PROBES[name].settings_model.model_fields["interval_s"].default
-    assert make_probe({name: {"interval_s": 0.25}}).interval_s == 0.25
-
+# --- the registry ----------------------------------------------------------------------------------
+# (What every probe declares, its settings among it, is dse.testing's probe suite:
+# tests/measure/test_probe_suite.py.)
 
 def test_profile_probe_names_are_the_registered_probes() -> None:
     # A fresh process that imports no probe module: reading the registry fills it.
@@ -126,7 +104,7 @@ def test_settings_reach_the_probes() -> None:
     ("nvmlx", "unknown probe 'nvmlx'; did you mean 'nvml'?"),
     ("sensors", "unknown probe 'sensors'; allowed: cpu_interference, cpu_throttle, cpufreq, "
                 "cuda_memory, gpu_interference, jetson_clocks, jetson_power, nvml, process_memory, "
-                "rapl, tegrastats, thermal_zones"),
+                "rapl, speed_canary, tegrastats, thermal_zones"),
     (3, "expected a probe name or a one-key mapping"),
 ])
 def test_bad_entries_say_what_is_allowed(entry: object, message: str) -> None:
@@ -229,9 +207,11 @@ def test_shipped_profiles_still_validate() -> None:
 def test_the_worker_builds_its_probes_with_the_profile_settings(tmp_path: Path) -> None:
     profile = load_model(_profile_file(tmp_path), HardwareProfile)
     worker = DeviceWorker(profile, str(tmp_path / "cache"))
-    # The profile's probes in its order; the interference check joins every worker's list.
+    # The profile's probes in its order; the interference check joins every worker's list, and
+    # a CPU device's the machine's speed.
     assert [probe.name for probe in worker.probes] == [
-        "process_memory", "thermal_zones", "nvml", "cpufreq", "rapl", "cpu_interference"]
+        "process_memory", "thermal_zones", "nvml", "cpufreq", "rapl", "cpu_interference",
+        "speed_canary"]
     memory, thermal = worker.probes[:2]
     assert isinstance(thermal, ThermalZonesProbe)
     assert thermal.zones == ["cpu-thermal", "x86_pkg_temp"] and thermal.interval_s == 0.05

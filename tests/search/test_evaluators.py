@@ -253,7 +253,7 @@ def test_cli_runs_the_shipped_example_evaluator_and_replay_device(tmp_path: Path
         assert row["zdt_f2 [1]"] == pytest.approx(expected["zdt_f2"], rel=1e-5)
     front = pd.read_csv(run_dir / "pareto.csv")
     assert set(front["device"]) == {"local-cpu", "replay-example"}
-    assert (tmp_path / "experiments" / "dashboards" / "custom-evaluator.html").is_file()
+    assert (tmp_path / "dashboards" / "custom-evaluator.html").is_file()
 
 
 @pytest.mark.parametrize(("reference", "expected"), [

@@ -11,10 +11,10 @@ from optuna.trial import TrialState
 from dse.campaign_setup import campaign_finished, resume_notice
 from dse.columns import NON_OK_ON_FRONT_ATTR, SLOWER_LOOK_COLUMN
 from dse.results import front_frame, quality_summary, trials_frame
-from dse.results.testing import campaign_study, candidate, record_trial
 from dse.search.device_search import _requeue_once, counts_toward_budget
 from dse.search.second_looks import look_is_slower, outranked, pending_second_looks
 from dse.search.study import StudyProgress
+from dse.testing import campaign_study, candidate, record_trial
 
 OBJECTIVES = ["accuracy", "latency_p50_ms"]
 
@@ -161,16 +161,17 @@ def _clean_study() -> optuna.Study:
 def test_clean_trials_near_the_front_are_owed_a_look_after_the_unclean() -> None:
     study = _clean_study()
     # Within 1.5x of the front on latency (accuracy does not move with the machine's speed):
-    # the front's 0 and 1, then 2 and 4 (each dominated by one); 3 would need 1.8x.
-    assert [t.number for t in pending_second_looks(study, OBJECTIVES, 8, 1.5)] == [0, 1, 2, 4]
-    assert [t.number for t in pending_second_looks(study, OBJECTIVES, 8, 2.0)] == [0, 1, 2, 4, 3]
+    # 2 and 4 (each dominated by one), then the front's own 0 and 1; 3 would need 1.8x and is
+    # dominated by two.
+    assert [t.number for t in pending_second_looks(study, OBJECTIVES, 8, 1.5)] == [2, 4, 0, 1]
+    assert [t.number for t in pending_second_looks(study, OBJECTIVES, 8, 2.0)] == [2, 4, 3, 0, 1]
     assert pending_second_looks(study, OBJECTIVES, 8, 1.0) == []
     # The unclean come first and share the limit.
     _trial(study, 2.0, 0.95, 0.6, "unstable")                   # 7
-    assert [t.number for t in pending_second_looks(study, OBJECTIVES, 3, 1.5)] == [7, 0, 1]
+    assert [t.number for t in pending_second_looks(study, OBJECTIVES, 3, 1.5)] == [7, 2, 4]
     # A candidate looked at once is owed nothing more.
-    _trial(study, 0.5, 0.8, 0.7, "ok", second_look_of=1)        # 8
-    assert [t.number for t in pending_second_looks(study, OBJECTIVES, 8, 1.5)] == [7, 0, 2, 4]
+    _trial(study, 0.6, 0.8, 0.7, "ok", second_look_of=2)        # 8
+    assert [t.number for t in pending_second_looks(study, OBJECTIVES, 8, 1.5)] == [7, 4, 0, 1]
 
 
 def test_a_look_is_slower_by_its_speed_bound_objectives_only() -> None:

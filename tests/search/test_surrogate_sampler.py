@@ -107,9 +107,8 @@ def _tell(study: optuna.Study, trial: optuna.Trial, candidate: Candidate) -> Non
     study.tell(trial, [accuracy, latency])
 
 
-def _study(seed: int, siblings: list[optuna.Study] | None = None,
-           space: SearchSpace = GRIDDED) -> optuna.Study:
-    context = SamplerContext(CandidateSpace(space, PROFILE), lambda: siblings or [])
+def _study(seed: int, space: SearchSpace = GRIDDED) -> optuna.Study:
+    context = SamplerContext(CandidateSpace(space, PROFILE))
     return optuna.create_study(directions=["maximize", "minimize"], sampler=make_sampler(
         SamplerSpec(seed=seed, startup_trials=4), 0, context))
 
@@ -226,26 +225,3 @@ def test_the_surrogate_finds_the_recorded_front_with_fewer_measurements_than_ran
     assert ours.missed[0.99] == 0
     assert ours.median[0.99] <= 0.6 * random.median[0.99], (ours.median, random.median)
 
-
-def test_a_sibling_devices_study_lends_its_model_when_switched_on(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    import dse.search.surrogate_sampler as surrogate
-
-    # Off by default (the benchmark measured them costing candidates); the benchmark turns them on.
-    assert not (surrogate.LEAD or surrogate.STACK or surrogate.SHARE)
-    for switch in ("LEAD", "STACK", "SHARE"):
-        monkeypatch.setattr(surrogate, switch, True)
-    monkeypatch.setattr(surrogate, "SPREAD_START", False)  # alone: a random start proposes None
-    sibling = _study(seed=2)
-    for _ in range(12):
-        trial = sibling.ask()
-        _tell(sibling, trial, suggest_candidate(trial, GRIDDED, PROFILE))
-    helped = _study(seed=3, siblings=[sibling])
-    alone = _study(seed=3)
-    sampler = helped.sampler
-    # With the sibling's measurements the model starts after one own measurement, not four.
-    for study in (helped, alone):
-        trial = study.ask()
-        _tell(study, trial, suggest_candidate(trial, GRIDDED, PROFILE))
-    assert sampler.propose(helped) is not None  # type: ignore[attr-defined]
-    assert alone.sampler.propose(alone) is None  # type: ignore[attr-defined]

@@ -296,7 +296,7 @@ def test_run_refuses_a_runs_dir_that_is_a_file_before_it_starts(tmp_path: Path) 
         f"{experiment}: runs_dir: {tmp_path / 'taken' / 'custom-evaluator'} cannot be created: "
         f"{tmp_path / 'taken'} is a regular file, not a folder; allowed: a folder this user can "
         f"write to, or a path where one can be created"]
-    assert not (tmp_path / "experiments" / "dashboards").exists()  # nothing was started, nothing written
+    assert not (tmp_path / "dashboards").exists()  # nothing was started, nothing written
 
 
 def test_every_hostile_case_is_refused_by_one_validate_process(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from dse.measure.telemetry import jetson_clocks as _jetson_clocks  # noqa: F401
 from dse.measure.telemetry import jetson_power as _jetson_power  # noqa: F401
 from dse.measure.telemetry import memory as _memory  # noqa: F401
 from dse.measure.telemetry import nvml as _nvml  # noqa: F401
+from dse.measure.telemetry import speed_canary as _speed_canary  # noqa: F401
 from dse.measure.telemetry import tegrastats as _tegrastats  # noqa: F401
 from dse.measure.telemetry.base import (
     PROBES,

@@ -28,6 +28,7 @@ from dse.exceptions import DseError, SpecError
 from dse.spec import Experiment, guess_kind, read_yaml
 from dse.spec.errors import cap_per_file
 from dse.spec.loading import check_search_space, load_profile
+from dse.trial_record import StudyAttr, TrialAttr
 
 if TYPE_CHECKING:
     import optuna
@@ -359,7 +360,7 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
             declared = [spec.to_dict() for spec in experiment.space.metric_specs()]
             for study in studies.values():
                 # Results and reports read units and directions of declared metrics from it.
-                study.set_user_attr("metrics", declared)
+                study.set_user_attr(StudyAttr.METRICS, declared)
             progress = {name: study_progress(study) for name, study in studies.items()}
         budget = experiment.spec.budget.trials
         searched = campaign_finished(progress, budget)
@@ -426,8 +427,9 @@ def _second_looks(loop: SearchLoop, on_notice: Callable[[str], object] | None) -
     def announce(name: str, owed: Sequence[optuna.trial.FrozenTrial]) -> None:
         if on_notice is None:
             return
-        unclean = [t.number for t in owed if t.user_attrs.get("measurement_quality") != "ok"]
-        near = [t.number for t in owed if t.user_attrs.get("measurement_quality") == "ok"]
+        unclean = [t.number for t in owed
+                   if t.user_attrs.get(TrialAttr.MEASUREMENT_QUALITY) != "ok"]
+        near = [t.number for t in owed if t.user_attrs.get(TrialAttr.MEASUREMENT_QUALITY) == "ok"]
         said = [f"{_numbers(unclean)} not measured cleanly" if unclean else "",
                 f"{_numbers(near)} near the front" if near else ""]
         on_notice(f"{name}: {len(owed)} trial{'' if len(owed) == 1 else 's'} measured once "

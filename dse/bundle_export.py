@@ -19,6 +19,7 @@ from dse.candidate import Candidate
 from dse.exceptions import DeviceError, DseError
 from dse.results.trial_lookup import device_study, farm_device, measured_trial, original_trial
 from dse.spec import Experiment
+from dse.trial_record import TrialAttr
 
 if TYPE_CHECKING:
     import optuna
@@ -116,7 +117,7 @@ def export(experiment: Experiment | str | os.PathLike[str], trial: int,
     study = device_study(experiment, chosen)
     frozen = measured_trial(experiment, study, chosen, trial, "export", full_only=True)
     try:
-        candidate = Candidate.from_dict(dict(frozen.user_attrs["candidate"]))
+        candidate = Candidate.from_dict(dict(frozen.user_attrs[TrialAttr.CANDIDATE]))
     except TypeError as exc:  # recorded by a dse whose candidates had other fields
         raise DseError(f"{experiment.path}: trial {trial} on {chosen.name}: its recorded "
                        f"candidate does not fit this dse ({exc})") from None
@@ -153,10 +154,12 @@ def _recorded(experiment: Experiment, device: HardwareProfile, study: optuna.Stu
         notes.append(f"trial {frozen.number} reused the measurement of trial {source.number}")
     return RecordedTrial(
         campaign=experiment.name, experiment=str(experiment.path), device=device.name,
-        device_id=str(source.user_attrs.get("device_id", "")), trial=frozen.number,
-        metrics=dict(attrs.get("metrics") or {}), missing=dict(attrs.get("missing") or {}),
-        provenance={k: str(v) for k, v in (source.user_attrs.get("provenance") or {}).items()},
-        quality=str(attrs.get("measurement_quality") or ""),
+        device_id=str(source.user_attrs.get(TrialAttr.DEVICE_ID, "")), trial=frozen.number,
+        metrics=dict(attrs.get(TrialAttr.METRICS) or {}),
+        missing=dict(attrs.get(TrialAttr.MISSING) or {}),
+        provenance={k: str(v) for k, v
+                    in (source.user_attrs.get(TrialAttr.PROVENANCE) or {}).items()},
+        quality=str(attrs.get(TrialAttr.MEASUREMENT_QUALITY) or ""),
         objectives=[o.metric for o in experiment.space.objectives],
         constraints=[str(c) for c in experiment.space.constraints],
         measurement=experiment.spec.measurement.model_dump(mode="json"),
@@ -165,9 +168,9 @@ def _recorded(experiment: Experiment, device: HardwareProfile, study: optuna.Stu
 
 def _latency_samples(run_dir: Path, trial: optuna.trial.FrozenTrial) -> tuple[np.ndarray | None,
                                                                               str]:
-    from dse.report.distributions import LATENCY_KEY, SAMPLES_ATTR
+    from dse.report.distributions import LATENCY_KEY
 
-    name = trial.user_attrs.get(SAMPLES_ATTR)
+    name = trial.user_attrs.get(TrialAttr.SAMPLES_FILE)
     if not name:
         return None, "the trial kept no samples file"
     try:

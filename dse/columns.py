@@ -13,25 +13,26 @@ from __future__ import annotations
 import pandas as pd
 
 from dse.metrics import find_metric, name_of_column
+from dse.trial_record import TrialAttr
 
+# A column named after a trial attribute (dse.trial_record) holds that attribute.
 IDENTITY_COLUMNS: tuple[str, ...] = (
-    "trial", "state", "status", "reason", "missing", "feasible", "device", "candidate_id",
+    "trial", "state", TrialAttr.STATUS, TrialAttr.REASON, TrialAttr.MISSING, "feasible", "device",
+    TrialAttr.CANDIDATE_ID,
 )
-TIME_COLUMNS: tuple[str, ...] = ("started", "completed", "duration_s", "reused_from")
+TIME_COLUMNS: tuple[str, ...] = ("started", "completed", "duration_s", TrialAttr.REUSED_FROM)
 # What measuring a trial cost the device, and at which fidelity (``dse.search.screening``); each
 # column is in the table only when some trial has it (a device measured, screening was on).
-COST_COLUMNS: tuple[str, ...] = ("fidelity", "device_seconds", "screen_seconds", "full_seconds")
+COST_COLUMNS: tuple[str, ...] = (TrialAttr.FIDELITY, TrialAttr.DEVICE_SECONDS,
+                                  TrialAttr.SCREEN_SECONDS, TrialAttr.FULL_SECONDS)
 # A trial's side of the duels that ordered it against others (``dse.search.duel_records``): JSON
 # text, in the table only when some trial of it was in a duel.
 DUEL_COLUMN = "duels"
-# The trial a second look measured again at the end of the search (``dse.search.second_looks``):
-# in the table only when some trial is one. A trial with a second look whose status is ok
-# competes no more; the second look does, in its place — unless that look is marked slower.
-SECOND_LOOK_COLUMN = "second_look_of"
-# True on a second look of a clean trial that measured its candidate slower than the first did:
-# the first keeps its place on the front and the look competes no more (the machine ran a slow
-# spell in one of them: dse.search.second_looks). In the table only when some look has it.
-SLOWER_LOOK_COLUMN = "slower_than_first"
+# A trial's second look (TrialAttr.SECOND_LOOK_OF) and a look slower than its clean first
+# (TrialAttr.SLOWER_THAN_FIRST) are columns only when some trial has them; these names of theirs
+# are kept for callers outside dse.
+SECOND_LOOK_COLUMN = TrialAttr.SECOND_LOOK_OF
+SLOWER_LOOK_COLUMN = TrialAttr.SLOWER_THAN_FIRST
 PARAM_PREFIX = "param."
 CONSTRAINT_PREFIX = "constraint."
 
@@ -70,21 +71,13 @@ RELATIVE_SUFFIX = " vs baseline"
 def metric_columns(frame: pd.DataFrame) -> list[str]:
     """The metric columns of a trials table, in table order (not the ratios to the baseline)."""
     fixed = (set(IDENTITY_COLUMNS) | set(TIME_COLUMNS) | set(COST_COLUMNS)
-             | {DUEL_COLUMN, SECOND_LOOK_COLUMN, SLOWER_LOOK_COLUMN})
+             | {DUEL_COLUMN, TrialAttr.SECOND_LOOK_OF, TrialAttr.SLOWER_THAN_FIRST})
     return [
         str(c) for c in frame.columns
         if str(c) not in fixed
         and not str(c).startswith((PARAM_PREFIX, CONSTRAINT_PREFIX))
         and not str(c).endswith(RELATIVE_SUFFIX)
     ]
-
-
-# The study attribute that says whether trials not measured cleanly may be on the front (the
-# campaign's measurement.non_ok_on_front, as of its last run).
-NON_OK_ON_FRONT_ATTR = "non_ok_on_front"
-# The study attribute holding the duels of close calls on the device's front and their verdicts
-# (``dse.search.duel_records``: written by the search, read by the tables and the report).
-DUELS_ATTR = "duels"
 
 
 def blocks_front(quality: str | None, non_ok_on_front: bool) -> bool:
@@ -98,20 +91,21 @@ def competing_mask(trials: pd.DataFrame) -> pd.Series:
     cleanly (``quality_blocks_front`` false: see ``measurement.non_ok_on_front``), and not
     looked at again by a second look that measured it (that one competes in its place), unless
     the look was slower than its clean first (then the look is the one left out)."""
-    ok = (trials["state"] == "COMPLETE") & (trials["status"] == "ok")
+    ok = (trials["state"] == "COMPLETE") & (trials[TrialAttr.STATUS] == "ok")
     mask = ok & trials["feasible"]
     if "quality_blocks_front" in trials.columns:
         mask = mask & ~trials["quality_blocks_front"].fillna(False).astype(bool)
-    if SECOND_LOOK_COLUMN in trials.columns:
+    if TrialAttr.SECOND_LOOK_OF in trials.columns:
         # Trial numbers are per device: a look names a trial of its own device.
         devices = trials["device"].astype("string").fillna("")
-        looks = ok.fillna(False).astype(bool) & trials[SECOND_LOOK_COLUMN].notna()
-        if SLOWER_LOOK_COLUMN in trials.columns:
-            slower = trials[SLOWER_LOOK_COLUMN].astype("boolean").fillna(False).astype(bool)
+        looks = ok.fillna(False).astype(bool) & trials[TrialAttr.SECOND_LOOK_OF].notna()
+        if TrialAttr.SLOWER_THAN_FIRST in trials.columns:
+            slower = (trials[TrialAttr.SLOWER_THAN_FIRST].astype("boolean").fillna(False)
+                      .astype(bool))
             mask = mask & ~(looks & slower)
             looks = looks & ~slower
         looked = pd.MultiIndex.from_arrays(
-            [devices[looks], trials.loc[looks, SECOND_LOOK_COLUMN].astype("int64")])
+            [devices[looks], trials.loc[looks, TrialAttr.SECOND_LOOK_OF].astype("int64")])
         superseded = pd.MultiIndex.from_arrays([devices, trials["trial"]]).isin(looked)
         mask = mask & ~pd.Series(superseded, index=trials.index)
     return mask.fillna(False).astype(bool)

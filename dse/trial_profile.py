@@ -19,6 +19,7 @@ from dse.candidate import Candidate
 from dse.exceptions import DeviceError, DseError
 from dse.results.trial_lookup import device_study, farm_device, measured_trial
 from dse.spec import Experiment
+from dse.trial_record import TrialAttr
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -115,11 +116,11 @@ def profile(experiment: Experiment | str | os.PathLike[str], trial: int, *,
     frozen = measured_trial(experiment, device_study(experiment, chosen), chosen, trial,
                             "profile")
     try:
-        candidate = Candidate.from_dict(dict(frozen.user_attrs["candidate"]))
+        candidate = Candidate.from_dict(dict(frozen.user_attrs[TrialAttr.CANDIDATE]))
     except TypeError as exc:  # recorded by a dse whose candidates had other fields
         raise DseError(f"{experiment.path}: trial {trial} on {chosen.name}: its recorded "
                        f"candidate does not fit this dse ({exc})") from None
-    metrics: dict[str, Any] = dict(frozen.user_attrs.get("metrics") or {})
+    metrics: dict[str, Any] = dict(frozen.user_attrs.get(TrialAttr.METRICS) or {})
     p50 = metrics.get("latency_p50_ms")
     trial_p50 = float(p50) if isinstance(p50, int | float) and math.isfinite(p50) else None
     found = _on_device(experiment, chosen, candidate, settings or ProfileSettings(), address)
@@ -129,7 +130,8 @@ def profile(experiment: Experiment | str | os.PathLike[str], trial: int, *,
     with refused_writes_as_errors(experiment.run_dir, REPORT_ADVICE):
         summary, table = write_profile(folder, found, campaign=experiment.name,
                                        device=chosen.name,
-                                       device_id=str(frozen.user_attrs.get("device_id", "")),
+                                       device_id=str(
+                                           frozen.user_attrs.get(TrialAttr.DEVICE_ID, "")),
                                        trial=trial, candidate=candidate, trial_p50_ms=trial_p50)
     page = _page(experiment, folder, summary)
     return TrialProfile(folder, page, summary, table)

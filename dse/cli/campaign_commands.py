@@ -12,6 +12,7 @@ import typer
 from dse.cli.common import AddressOption, fail, plain_console, stop_signals_like_ctrl_c, stopped_by
 from dse.cli.trial_display import describe, front_table, progress_printer
 from dse.exceptions import DseError, interrupt_exit_code
+from dse.trial_record import StudyAttr
 
 if TYPE_CHECKING:
     import optuna
@@ -106,7 +107,7 @@ def _print_search_extras(console: Console, result: CampaignResult, studies: list
             f"full protocol)")
         console.print(f"screening: {result.run_dir / 'screening.json'}")
     for study in studies:
-        plan = study.user_attrs.get("warm_start") or {}
+        plan = study.user_attrs.get(StudyAttr.WARM_START) or {}
         if plan.get("source"):
             console.print(
                 f"warm start: {study.study_name} seeded {len(plan.get('seeded_from_trials', []))} "

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from dse.trial_record import TrialAttr
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -139,8 +141,8 @@ def front_table(front: pd.DataFrame, objectives: list[str]) -> object:
                       joined(row, "param.knob.")]
         if free:
             cells.append(values(row))
-        quality = [str(row["measurement_quality"]) if not pd.isna(row["measurement_quality"])
-                   else ""] if unclean else []
+        quality = ([str(row[TrialAttr.MEASUREMENT_QUALITY])
+                    if not pd.isna(row[TrialAttr.MEASUREMENT_QUALITY]) else ""] if unclean else [])
         duel = [duel_text(row[DUEL_COLUMN])] if dueled else []
         table.add_row(*cells, *[_number(row[metric_column(n)]) for n in objectives], *quality,
                       *duel)

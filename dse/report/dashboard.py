@@ -55,6 +55,7 @@ from dse.results import (
     study_objectives,
     trials_frame,
 )
+from dse.trial_record import StudyAttr
 
 if TYPE_CHECKING:
     from dse.storage import CampaignStorage
@@ -93,7 +94,7 @@ def dashboard_info(study: optuna.Study | Sequence[optuna.Study],
     trials: pd.DataFrame = trials_frame(studies)
     first = studies[0]
     objectives = study_objectives(first)
-    campaign = str(first.user_attrs.get("campaign") or first.study_name)
+    campaign = str(first.user_attrs.get(StudyAttr.CAMPAIGN) or first.study_name)
     # The front is the costly part of a large study: computed once, shared by every panel.
     front = front_frame(trials, objectives)
     several = trials["device"].nunique() > 1

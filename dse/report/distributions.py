@@ -26,12 +26,12 @@ from dse.report.render import _PALETTE
 from dse.report.values import label
 from dse.results import front_frame, metric_column
 from dse.results.dtypes import is_missing
+from dse.trial_record import TrialAttr
 
 FloatArray = npt.NDArray[np.float64]
 TrialKey = tuple[str, int]
 """A trial of a campaign: (device, trial number); each device's study numbers from 0."""
 
-SAMPLES_ATTR = "samples_file"
 LATENCY_KEY = "latency_ms"
 # The quantiles marked on each curve, with the trials-table metrics that hold them and their CI.
 _MARKED = (("p50", 0.5, "latency_p50_ms", "latency_p50_ci_low_ms", "latency_p50_ci_high_ms"),
@@ -87,10 +87,10 @@ def sample_files(studies: Sequence[optuna.Study]) -> dict[TrialKey, str]:
     files: dict[TrialKey, str] = {}
     for study in studies:
         for trial in study.get_trials(deepcopy=False):
-            relative = trial.user_attrs.get(SAMPLES_ATTR)
+            relative = trial.user_attrs.get(TrialAttr.SAMPLES_FILE)
             if not relative:
                 continue
-            device = (trial.user_attrs.get("candidate") or {}).get("device_profile")
+            device = (trial.user_attrs.get(TrialAttr.CANDIDATE) or {}).get("device_profile")
             files[("" if device is None else str(device), trial.number)] = str(relative)
     return files
 

@@ -15,6 +15,7 @@ from dse.report.table_info import TableInfo
 from dse.results import duel_summary
 from dse.results.duels import short_name
 from dse.search.duel_records import read_records
+from dse.trial_record import StudyAttr
 
 DUELS_ANCHOR = "duels"
 """The id of the duels section."""
@@ -38,7 +39,7 @@ def duels_info(studies: Sequence[optuna.Study]) -> DuelsInfo | None:
                "A / B (95% interval)", "rounds", "seconds", "counts"]
     rows = []
     for study in studies:
-        device = str(study.user_attrs.get("device_profile") or study.study_name)
+        device = str(study.user_attrs.get(StudyAttr.DEVICE_PROFILE) or study.study_name)
         for record in read_records(study.user_attrs):
             counts = "yes" if record.counts else f"no: {record.status}" + (
                 f" ({record.reason})" if record.reason else "")

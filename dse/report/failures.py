@@ -21,6 +21,7 @@ from dse.report.table_info import TableInfo
 from dse.report.values import trial_keys
 from dse.results import CONSTRAINT_PREFIX, constraint_columns, outcomes
 from dse.results.dtypes import is_missing
+from dse.trial_record import TrialAttr
 
 VIOLATES = "violates a constraint"
 """The status shown for a measured trial (status ok) that breaks a constraint."""
@@ -67,7 +68,7 @@ def failures_info(trials: pd.DataFrame) -> FailuresInfo:
     status_bad = done & (ended != "ok")
     broken = done & (ended == "ok") & (trials["state"] == "COMPLETE") & ~trials["feasible"]
     found: dict[tuple[str, str], list[tuple[str, int, bool]]] = {}
-    reused = (trials["reused_from"].notna() if "reused_from" in trials.columns
+    reused = (trials[TrialAttr.REUSED_FROM].notna() if TrialAttr.REUSED_FROM in trials.columns
               else pd.Series(False, index=trials.index))
     keys = dict(zip(trials.index, trial_keys(trials), strict=True))
     for index, status, reason in _why(trials, ended, status_bad, broken):
@@ -89,7 +90,7 @@ def _why(trials: pd.DataFrame, ended: pd.Series, status_bad: pd.Series,
     """(row index, status, reason) of each trial to group."""
     rows: list[tuple[int, str, str]] = []
     for index in trials.index[status_bad]:
-        reason = trials.at[index, "reason"]
+        reason = trials.at[index, TrialAttr.REASON]
         text = NO_REASON if is_missing(reason) or not str(reason).strip() else str(reason)
         rows.append((index, str(ended[index]), _bounded(text)))
     bounds = constraint_columns(trials)

@@ -29,6 +29,7 @@ from dse.results import (
     param_columns,
 )
 from dse.results.dtypes import is_missing
+from dse.trial_record import TrialAttr
 
 # Keys of an experiment's ``baseline:`` (dse.spec.models.BaselineSpec), in its field order.
 DEPLOYMENT_FIELDS = ("backend", "precision", "batch_size")
@@ -66,7 +67,7 @@ def front_table_info(front: pd.DataFrame, objectives: Sequence[str],
     constant = [c for c in params if c not in varying and c not in deployment
                 and front[c].notna().any()]
     others = [column for column in metric_columns(front) if column not in first]
-    quality = ["measurement_quality"] if has_unclean(front) else []
+    quality = [TrialAttr.MEASUREMENT_QUALITY] if has_unclean(front) else []
     folded = [column for column in [*params, *others, *quality] if front[column].notna().any()]
     shown = [column for column in ["trial", "device", *first] if front[column].notna().any()]
     # A front point a duel ordered against another says so beside its configuration.

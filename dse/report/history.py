@@ -21,6 +21,7 @@ from dse.report.render import _PALETTE
 from dse.report.values import label
 from dse.results import competing_mask, metric_column
 from dse.search.pareto import default_reference, hypervolume_history
+from dse.trial_record import TrialAttr
 
 # Trials not finished yet cannot have grown the front; they are left off the x axis.
 _UNFINISHED = ("RUNNING", "WAITING")
@@ -107,7 +108,7 @@ def reference_note(trials: pd.DataFrame, objectives: Sequence[str],
     500 samples/s, measured from 5,695 below it"), never the point's bare coordinates — a
     maximised metric's reference pushed below its lowest value can be negative (a throughput of
     -5,195 samples/s), which means nothing to a reader."""
-    competing = trials[competing_mask(trials) & trials["reused_from"].isna()]
+    competing = trials[competing_mask(trials) & trials[TrialAttr.REUSED_FROM].isna()]
     parts = []
     for name, value in zip(objectives, reference, strict=True):
         higher = metric(name).direction is Direction.MAXIMIZE

@@ -34,6 +34,7 @@ from dse.results import (
     metric_column,
     outcomes,
 )
+from dse.trial_record import TrialAttr
 
 FRONT_NAME = "Pareto front"
 """The legend name of the trace of front points (a browser test looks it up by this name)."""
@@ -216,14 +217,14 @@ def trial_provenance(study: optuna.Study | Sequence[optuna.Study]) -> dict[Trial
     for one in studies:
         for trial in one.get_trials(deepcopy=False):
             attrs = trial.user_attrs
-            device = str((attrs.get("candidate") or {}).get("device_profile") or "")
-            record = {str(k): str(v) for k, v in (attrs.get("provenance") or {}).items()}
-            if attrs.get("device_id"):
-                record.setdefault("device_id", str(attrs["device_id"]))
+            device = str((attrs.get(TrialAttr.CANDIDATE) or {}).get("device_profile") or "")
+            record = {str(k): str(v) for k, v in (attrs.get(TrialAttr.PROVENANCE) or {}).items()}
+            if attrs.get(TrialAttr.DEVICE_ID):
+                record.setdefault("device_id", str(attrs[TrialAttr.DEVICE_ID]))
             if record:
                 found[(device, trial.number)] = record
-            elif attrs.get("reused_from") is not None:
-                reuses[(device, trial.number)] = (device, int(attrs["reused_from"]))
+            elif attrs.get(TrialAttr.REUSED_FROM) is not None:
+                reuses[(device, trial.number)] = (device, int(attrs[TrialAttr.REUSED_FROM]))
     for key, source in reuses.items():
         if source in found:
             found[key] = found[source]

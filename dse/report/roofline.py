@@ -23,10 +23,8 @@ from plotly.subplots import make_subplots
 from dse.report.render import _PALETTE
 from dse.report.values import label
 from dse.results import front_frame, metric_column
+from dse.trial_record import StudyAttr, TrialAttr
 
-# The study attribute dse.search.study writes (``DEVICE_PEAKS_ATTR`` there); spelt out here so
-# that the report reads a study without importing the search package's spec machinery.
-DEVICE_PEAKS_ATTR = "device_peaks"
 INTENSITY = "arithmetic_intensity"
 ATTAINED = "achieved_gflops"
 # How far the ceilings reach beyond the points (and the ridge points), as a factor on log axes.
@@ -82,8 +80,8 @@ def device_peaks_by_profile(studies: Sequence[optuna.Study]) -> dict[str, Mappin
     """The peak figures each study stored, by device profile name."""
     peaks: dict[str, Mapping[str, Any]] = {}
     for study in studies:
-        stored = study.user_attrs.get(DEVICE_PEAKS_ATTR)
-        name = (stored or {}).get("profile") or study.user_attrs.get("device_profile")
+        stored = study.user_attrs.get(StudyAttr.DEVICE_PEAKS)
+        name = (stored or {}).get("profile") or study.user_attrs.get(StudyAttr.DEVICE_PROFILE)
         if isinstance(stored, Mapping) and name:
             peaks[str(name)] = stored
     return peaks
@@ -105,8 +103,8 @@ def roofline_info(trials: pd.DataFrame, objectives: Sequence[str],
         return RooflineInfo([], x_col, y_col, "",
                             f"no trial has measured both {INTENSITY} and {ATTAINED} (they need the "
                             f"graph's FLOPs and bytes, from an ONNX export)")
-    measured = trials[(trials["state"] == "COMPLETE") & (trials["status"] == "ok")
-                      & trials["reused_from"].isna()]
+    measured = trials[(trials["state"] == "COMPLETE") & (trials[TrialAttr.STATUS] == "ok")
+                      & trials[TrialAttr.REUSED_FROM].isna()]
     x, y = measured[x_col].astype("float64"), measured[y_col].astype("float64")
     plotted = measured[(x > 0) & (y > 0)]
     lacking = len(measured) - len(plotted)

@@ -22,6 +22,7 @@ from dse.results import (
     portable_front,
     quality_summary,
 )
+from dse.trial_record import TrialAttr
 
 # Usual outcomes first, in the order a reader expects them; anything else after, by name.
 _STATUS_ORDER = ("ok", "infeasible", "failed", "running", "waiting")
@@ -85,8 +86,8 @@ def summary_info(trials: pd.DataFrame, campaign: str, objectives: Sequence[str],
                        _stamp(completed.max()) if len(completed) else None,
                        tuple(sorted(trials["device"].dropna().astype(str).unique())),
                        quality_summary(trials),
-                       repeats=int(trials["reused_from"].notna().sum())
-                       if "reused_from" in trials else 0)
+                       repeats=int(trials[TrialAttr.REUSED_FROM].notna().sum())
+                       if TrialAttr.REUSED_FROM in trials else 0)
 
 
 def _stamp(moment: pd.Timestamp) -> str:

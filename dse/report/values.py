@@ -24,6 +24,7 @@ from dse.results import (
     param_columns,
 )
 from dse.results.dtypes import is_missing
+from dse.trial_record import TrialAttr
 
 ELLIPSIS = "…"
 # Floats in this range read as whole numbers; beyond it, in exponent notation.
@@ -193,7 +194,8 @@ def _metric_columns(rows: pd.DataFrame, metrics: Sequence[str] | None) -> list[s
 
 
 def _trial_texts(rows: pd.DataFrame) -> list[str]:
-    reused = rows["reused_from"].tolist() if "reused_from" in rows.columns else [None] * len(rows)
+    reused = (rows[TrialAttr.REUSED_FROM].tolist() if TrialAttr.REUSED_FROM in rows.columns
+              else [None] * len(rows))
     return [str(int(number)) + ("" if is_missing(source) else
                                 f" (measurement reused from trial {int(source)})")
             for number, source in zip(rows["trial"].tolist(), reused, strict=True)]
@@ -205,8 +207,9 @@ def _outcome_texts(rows: pd.DataFrame) -> list[str]:
     bounds = constraint_columns(rows)
     texts = []
     for status, reason, state, feasible, limits in zip(
-            rows["status"].tolist(), rows["reason"].tolist(), rows["state"].tolist(),
-            rows["feasible"].tolist(), rows[bounds].itertuples(index=False), strict=True):
+            rows[TrialAttr.STATUS].tolist(), rows[TrialAttr.REASON].tolist(),
+            rows["state"].tolist(), rows["feasible"].tolist(),
+            rows[bounds].itertuples(index=False), strict=True):
         if not is_missing(status) and status != "ok":
             why = "" if is_missing(reason) or not reason else f": {reason}"
             texts.append(clip(f"{status}{why}", REASON_LIMIT))
@@ -219,11 +222,11 @@ def _outcome_texts(rows: pd.DataFrame) -> list[str]:
         else:
             texts.append("")
     # A result measured but not cleanly says so, and whether that kept it off the front.
-    if "measurement_quality" in rows.columns:
+    if TrialAttr.MEASUREMENT_QUALITY in rows.columns:
         blocks = (rows["quality_blocks_front"].tolist() if "quality_blocks_front" in rows.columns
                   else [False] * len(rows))
-        for i, (quality, blocked) in enumerate(zip(rows["measurement_quality"].tolist(), blocks,
-                                                   strict=True)):
+        for i, (quality, blocked) in enumerate(zip(rows[TrialAttr.MEASUREMENT_QUALITY].tolist(),
+                                                   blocks, strict=True)):
             if not texts[i] and not is_missing(quality) and quality != "ok":
                 texts[i] = f"measured {quality}" + (" (kept off the front)" if blocked else "")
     return texts

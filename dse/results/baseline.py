@@ -16,6 +16,7 @@ import optuna
 import pandas as pd
 
 from dse.columns import RELATIVE_SUFFIX, metric_column
+from dse.trial_record import StudyAttr, TrialAttr
 
 
 def relative_column(name: str) -> str:
@@ -29,8 +30,9 @@ def baseline_ids(studies: optuna.Study | Sequence[optuna.Study]) -> dict[str, st
     found = {}
     for study in [studies] if isinstance(studies, optuna.Study) else studies:
         attrs = study.user_attrs
-        if "device_profile" in attrs and "baseline_candidate_id" in attrs:
-            found[str(attrs["device_profile"])] = str(attrs["baseline_candidate_id"])
+        if StudyAttr.DEVICE_PROFILE in attrs and StudyAttr.BASELINE_CANDIDATE_ID in attrs:
+            found[str(attrs[StudyAttr.DEVICE_PROFILE])] = str(
+                attrs[StudyAttr.BASELINE_CANDIDATE_ID])
     return found
 
 
@@ -49,7 +51,7 @@ def relative_to_baseline(trials: pd.DataFrame, objectives: Sequence[str],
     if not baselines:
         return trials
     out = trials.copy()
-    measured = ((out["state"] == "COMPLETE") & (out["status"] == "ok")).fillna(False)
+    measured = ((out["state"] == "COMPLETE") & (out[TrialAttr.STATUS] == "ok")).fillna(False)
     for name in objectives:
         column = metric_column(name)
         ratio = pd.Series(np.nan, index=out.index, dtype="float64")
@@ -57,7 +59,8 @@ def relative_to_baseline(trials: pd.DataFrame, objectives: Sequence[str],
             values = out[column].astype("float64")
             for device, candidate_id in baselines.items():
                 on_device = (out["device"] == device).fillna(False).astype(bool)
-                is_baseline = (on_device & (out["candidate_id"] == candidate_id).fillna(False)
+                is_baseline = (on_device
+                               & (out[TrialAttr.CANDIDATE_ID] == candidate_id).fillna(False)
                                & measured)
                 reference = values[is_baseline].dropna()
                 if reference.empty or reference.iloc[0] == 0 or not np.isfinite(reference.iloc[0]):

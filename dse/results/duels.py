@@ -24,6 +24,7 @@ from dse.search.duel_records import (
     read_records,
     trial_cells,
 )
+from dse.trial_record import StudyAttr
 
 #: Decided duels the campaign's line spells out; the others are counted.
 SHOWN_DECIDED = 3
@@ -125,4 +126,4 @@ def _gain(metric: str, ratio: float, low: float, high: float, wins: bool) -> tup
 
 
 def _device(study: optuna.Study) -> str:
-    return str(study.user_attrs.get("device_profile") or study.study_name)
+    return str(study.user_attrs.get(StudyAttr.DEVICE_PROFILE) or study.study_name)

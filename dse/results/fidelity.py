@@ -13,6 +13,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from dse.trial_record import TrialAttr
+
 SCREENING_FILE = "screening.json"
 
 
@@ -45,24 +47,25 @@ class ScreeningSummary(NamedTuple):
 def screening_summary(trials: pd.DataFrame) -> ScreeningSummary | None:
     """The figures of a trials table (``dse.results.trials_frame``); None when no trial was
     measured with screening on. Repeats (``reused_from``) measured nothing and are left out."""
-    if "fidelity" not in trials.columns:
+    if TrialAttr.FIDELITY not in trials.columns:
         return None
-    measured = trials[trials["fidelity"].notna() & trials["reused_from"].isna()]
+    measured = trials[trials[TrialAttr.FIDELITY].notna() & trials[TrialAttr.REUSED_FROM].isna()]
     if measured.empty:
         return None
-    screen = measured["fidelity"] == "screen"
-    full = measured["fidelity"] == "full"
-    full_seconds = measured["full_seconds"].astype("float64")
+    screen = measured[TrialAttr.FIDELITY] == "screen"
+    full = measured[TrialAttr.FIDELITY] == "full"
+    full_seconds = measured[TrialAttr.FULL_SECONDS].astype("float64")
     saved = 0.0
     for _, rows in measured.groupby(measured["device"].astype("string").fillna(""), sort=True):
-        out = int((rows["fidelity"] == "screen").sum())
+        out = int((rows[TrialAttr.FIDELITY] == "screen").sum())
         if out:
             # A device screens only against a front of its own full measurements, so it has some.
-            median = float(rows.loc[rows["fidelity"] == "full", "full_seconds"].median())
+            median = float(rows.loc[rows[TrialAttr.FIDELITY] == "full",
+                                    TrialAttr.FULL_SECONDS].median())
             saved += out * median if math.isfinite(median) else 0.0
     return ScreeningSummary(
         screened_out=int(screen.sum()), fully_measured=int(full.sum()),
-        screen_device_seconds=float(measured["screen_seconds"].astype("float64").sum()),
+        screen_device_seconds=float(measured[TrialAttr.SCREEN_SECONDS].astype("float64").sum()),
         full_device_seconds=float(full_seconds[full].sum()),
         median_full_seconds=float(full_seconds[full].median()) if full.any() else math.nan,
         device_seconds_saved_est=saved)

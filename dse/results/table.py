@@ -18,10 +18,7 @@ import pandas as pd
 
 from dse.columns import (
     COST_COLUMNS,
-    NON_OK_ON_FRONT_ATTR,
     PARAM_PREFIX,
-    SECOND_LOOK_COLUMN,
-    SLOWER_LOOK_COLUMN,
     blocks_front,
     competing_mask,
     constraint_column,
@@ -39,6 +36,7 @@ from dse.metrics import (
 from dse.results.dtypes import is_missing, text_column, typed_column
 from dse.results.duels import duel_columns
 from dse.search.pareto import front_mask
+from dse.trial_record import StudyAttr, TrialAttr
 
 # Candidate fields shown first, in this order; arch and knobs follow, then fields unknown to us.
 _LEADING_FIELDS = ("family", "backend", "precision", "batch_size")
@@ -62,7 +60,7 @@ def study_objectives(study: optuna.Study) -> list[str]:
     """The objective metric names, in objective order: the ``objectives`` study attribute, or
     Optuna's own metric names when a study was written without it; a metric renamed since the
     study was written under its current name."""
-    names = study.user_attrs.get("objectives") or study.metric_names or []
+    names = study.user_attrs.get(StudyAttr.OBJECTIVES) or study.metric_names or []
     return [current_metric_name(str(name)) for name in names]
 
 
@@ -70,7 +68,7 @@ def declare_study_metrics(study: optuna.Study) -> None:
     """Make the metrics the study's search space declared (its ``metrics`` attribute) known, so
     their columns carry their units and fronts their directions (see ``dse.metrics.declare``)."""
     try:
-        declare(MetricSpec.from_dict(spec) for spec in study.user_attrs.get("metrics", []))
+        declare(MetricSpec.from_dict(spec) for spec in study.user_attrs.get(StudyAttr.METRICS, []))
     except ValueError as exc:
         raise ValueError(f"study {study.study_name!r}: {exc}") from None
 
@@ -78,7 +76,8 @@ def declare_study_metrics(study: optuna.Study) -> None:
 def study_constraints(study: optuna.Study) -> list[str]:
     """The declared constraint texts (``process_rss_peak_mb <= 4096``), in declaration order; a
     metric renamed since the study was written under its current name."""
-    return [current_constraint_text(str(text)) for text in study.user_attrs.get("constraints", [])]
+    return [current_constraint_text(str(text))
+            for text in study.user_attrs.get(StudyAttr.CONSTRAINTS, [])]
 
 
 def trials_frame(study: optuna.Study | Sequence[optuna.Study]) -> pd.DataFrame:
@@ -105,22 +104,22 @@ def trials_frame(study: optuna.Study | Sequence[optuna.Study]) -> pd.DataFrame:
     columns: dict[str, pd.Series] = {
         "trial": pd.Series([row.trial.number for row in rows], dtype="int64"),
         "state": text_column([row.trial.state.name for row in rows]),
-        "status": text_column([row.text["status"] for row in rows]),
-        "reason": text_column([row.text["reason"] for row in rows]),
-        "missing": text_column([row.text["missing"] for row in rows]),
+        TrialAttr.STATUS: text_column([row.text[TrialAttr.STATUS] for row in rows]),
+        TrialAttr.REASON: text_column([row.text[TrialAttr.REASON] for row in rows]),
+        TrialAttr.MISSING: text_column([row.text[TrialAttr.MISSING] for row in rows]),
         "feasible": pd.Series([row.feasible for row in rows], dtype="bool"),
         # ok | disturbed | underpowered | unstable | imprecise, for trials the harness measured
         # (the worker's provenance says why); empty for others (an evaluator's, or from before
         # it existed).
-        "measurement_quality": text_column(
-            [row.trial.user_attrs.get("measurement_quality") for row in rows]),
+        TrialAttr.MEASUREMENT_QUALITY: text_column(
+            [row.trial.user_attrs.get(TrialAttr.MEASUREMENT_QUALITY) for row in rows]),
         "quality_blocks_front": pd.Series(
-            [blocks_front(row.trial.user_attrs.get("measurement_quality"),
-                          bool(study.user_attrs.get(NON_OK_ON_FRONT_ATTR, False)))
+            [blocks_front(row.trial.user_attrs.get(TrialAttr.MEASUREMENT_QUALITY),
+                          bool(study.user_attrs.get(StudyAttr.NON_OK_ON_FRONT, False)))
              for row in rows], dtype="bool"),
         "remeasures": pd.Series([_remeasures(row.trial) for row in rows], dtype="Int64"),
         "device": text_column([row.text["device"] for row in rows]),
-        "candidate_id": text_column([row.text["candidate_id"] for row in rows]),
+        TrialAttr.CANDIDATE_ID: text_column([row.text[TrialAttr.CANDIDATE_ID] for row in rows]),
     }
     for key in _ordered_keys((row.params for row in rows), _param_rank):
         columns[key] = typed_column([row.params.get(key) for row in rows])
@@ -138,20 +137,20 @@ def trials_frame(study: optuna.Study | Sequence[optuna.Study]) -> pd.DataFrame:
     columns["duration_s"] = pd.Series(
         [np.nan if r.trial.duration is None else r.trial.duration.total_seconds() for r in rows],
         dtype="float64")
-    columns["reused_from"] = pd.Series([r.trial.user_attrs.get("reused_from") for r in rows],
-                                       dtype="Int64")
-    looks = [r.trial.user_attrs.get(SECOND_LOOK_COLUMN) for r in rows]
+    columns[TrialAttr.REUSED_FROM] = pd.Series(
+        [r.trial.user_attrs.get(TrialAttr.REUSED_FROM) for r in rows], dtype="Int64")
+    looks = [r.trial.user_attrs.get(TrialAttr.SECOND_LOOK_OF) for r in rows]
     if any(look is not None for look in looks):
-        columns[SECOND_LOOK_COLUMN] = pd.Series(looks, dtype="Int64")
-    slower = [r.trial.user_attrs.get(SLOWER_LOOK_COLUMN) for r in rows]
+        columns[TrialAttr.SECOND_LOOK_OF] = pd.Series(looks, dtype="Int64")
+    slower = [r.trial.user_attrs.get(TrialAttr.SLOWER_THAN_FIRST) for r in rows]
     if any(slower):
-        columns[SLOWER_LOOK_COLUMN] = pd.Series(
+        columns[TrialAttr.SLOWER_THAN_FIRST] = pd.Series(
             [None if look is None else bool(flag) for look, flag in zip(looks, slower, strict=True)],
             dtype="boolean")
     for name in COST_COLUMNS:
         values = [r.trial.user_attrs.get(name) for r in rows]
         if any(value is not None for value in values):
-            columns[name] = (text_column(values) if name == "fidelity"
+            columns[name] = (text_column(values) if name == TrialAttr.FIDELITY
                              else pd.Series([np.nan if v is None else float(v) for v in values],
                                             dtype="float64"))
     columns.update(duel_columns(study, [row.trial.number for row in rows]))
@@ -173,7 +172,7 @@ def front_frame(trials: pd.DataFrame, objectives: Sequence[str]) -> pd.DataFrame
         return trials.iloc[0:0].reset_index(drop=True)
     # A repeat (``reused_from`` set) carries an earlier trial's measurement of the same candidate;
     # that earlier trial competes, so the front lists each configuration once.
-    competing = trials[competing_mask(trials) & trials["reused_from"].isna()]
+    competing = trials[competing_mask(trials) & trials[TrialAttr.REUSED_FROM].isna()]
     # Each device has its own front: a design is compared with the others on the same device.
     fronts = []
     for _, rows in competing.groupby(competing["device"].astype("string").fillna(""), sort=True):
@@ -187,8 +186,8 @@ def front_frame(trials: pd.DataFrame, objectives: Sequence[str]) -> pd.DataFrame
 def has_unclean(rows: pd.DataFrame) -> bool:
     """Whether any of ``rows`` was not measured cleanly: a front shows a quality column then
     (only possible with ``measurement.non_ok_on_front``)."""
-    return "measurement_quality" in rows.columns and bool(
-        (rows["measurement_quality"].fillna("ok") != "ok").any())
+    return TrialAttr.MEASUREMENT_QUALITY in rows.columns and bool(
+        (rows[TrialAttr.MEASUREMENT_QUALITY].fillna("ok") != "ok").any())
 
 
 #: Failure reasons the summary line names, most frequent first; the rest are counted.
@@ -202,16 +201,17 @@ def quality_summary(trials: pd.DataFrame) -> str:
     its place); 2 failed (2: <reason>); 1 reused an earlier result"), or "" when the harness
     measured none (a campaign of evaluators). The labels count first measurements; a second
     look's outcome is counted on its own."""
-    if "measurement_quality" not in trials.columns:
+    if TrialAttr.MEASUREMENT_QUALITY not in trials.columns:
         return ""
-    fresh = trials[trials["reused_from"].isna()]
-    measured = fresh[fresh["measurement_quality"].notna()]
+    fresh = trials[trials[TrialAttr.REUSED_FROM].isna()]
+    measured = fresh[fresh[TrialAttr.MEASUREMENT_QUALITY].notna()]
     if measured.empty:
         return ""
-    looks = (measured[SECOND_LOOK_COLUMN].notna() if SECOND_LOOK_COLUMN in measured.columns
+    looks = (measured[TrialAttr.SECOND_LOOK_OF].notna()
+             if TrialAttr.SECOND_LOOK_OF in measured.columns
              else pd.Series(False, index=measured.index))
     second, measured = measured[looks], measured[~looks]
-    labels = measured["measurement_quality"].astype(str)
+    labels = measured[TrialAttr.MEASUREMENT_QUALITY].astype(str)
     again = measured["remeasures"].fillna(0).astype(int)
     clean = labels == "ok"
     line = f"{len(trials)} trials: {int(clean.sum())} measured cleanly"
@@ -228,13 +228,13 @@ def quality_summary(trials: pd.DataFrame) -> str:
         line += f"; {int(again.sum())} re-measurement(s) in all"
     if not second.empty:
         line += (f"; {len(second)} second look{'' if len(second) == 1 else 's'} at the end of the "
-                 f"search: {int((second['measurement_quality'] == 'ok').sum())} clean")
-        slower = (int(second[SLOWER_LOOK_COLUMN].astype("boolean").fillna(False).sum())
-                  if SLOWER_LOOK_COLUMN in second.columns else 0)
+                 f"search: {int((second[TrialAttr.MEASUREMENT_QUALITY] == 'ok').sum())} clean")
+        slower = (int(second[TrialAttr.SLOWER_THAN_FIRST].astype("boolean").fillna(False).sum())
+                  if TrialAttr.SLOWER_THAN_FIRST in second.columns else 0)
         if slower:
             line += f", {slower} slower than the first (which kept its place)"
-    parts = [_failures(fresh[fresh["status"] == "failed"])]
-    infeasible = int((fresh["status"] == "infeasible").sum())
+    parts = [_failures(fresh[fresh[TrialAttr.STATUS] == "failed"])]
+    infeasible = int((fresh[TrialAttr.STATUS] == "infeasible").sum())
     parts.append(f"{infeasible} infeasible" if infeasible else "")
     reused = len(trials) - len(fresh)
     parts.append(f"{reused} reused an earlier result" if reused else "")
@@ -246,7 +246,7 @@ def _failures(failed: pd.DataFrame) -> str:
     if failed.empty:
         return ""
     # Equal counts keep the order the reasons first came in (value_counts' sort is stable).
-    reasons = failed["reason"].fillna("no reason recorded").astype(str).value_counts()
+    reasons = failed[TrialAttr.REASON].fillna("no reason recorded").astype(str).value_counts()
     named = "; ".join(f"{int(count)}: {reason}" for reason, count
                       in reasons.iloc[:TOP_REASONS].items())
     others = len(reasons) - TOP_REASONS
@@ -255,19 +255,19 @@ def _failures(failed: pd.DataFrame) -> str:
 
 
 def _remeasures(trial: optuna.trial.FrozenTrial) -> int | None:
-    text = (trial.user_attrs.get("provenance") or {}).get("remeasures")
+    text = (trial.user_attrs.get(TrialAttr.PROVENANCE) or {}).get("remeasures")
     return int(text) if isinstance(text, str) and text.isdigit() else None
 
 
 def outcomes(trials: pd.DataFrame) -> pd.Series:
     """How each trial ended: its status, or its lower-case state while it has none (running)."""
-    return trials["status"].fillna(trials["state"].str.lower())
+    return trials[TrialAttr.STATUS].fillna(trials["state"].str.lower())
 
 
 def _row(trial: optuna.trial.FrozenTrial, objectives: Sequence[str],
          declared: Sequence[str]) -> _Row:
     attrs = trial.user_attrs
-    candidate: Mapping[str, Any] = attrs.get("candidate") or {}
+    candidate: Mapping[str, Any] = attrs.get(TrialAttr.CANDIDATE) or {}
     # Written before a metric was renamed, a trial holds it under its former name.
     constraints = {current_constraint_text(str(k)): float(v) for k, v in trial.constraints.items()}
     feasible = (
@@ -275,21 +275,21 @@ def _row(trial: optuna.trial.FrozenTrial, objectives: Sequence[str],
         and all(text in constraints for text in declared)
         and all(value <= 0 for value in constraints.values())
     )
-    metrics: dict[str, object] = current_metric_keys(attrs.get("metrics") or {})
+    metrics: dict[str, object] = current_metric_keys(attrs.get(TrialAttr.METRICS) or {})
     # The objective values Optuna holds are measurements too; they fill a metric the attrs lack.
     if trial.values is not None and len(trial.values) == len(objectives):
         for name, value in zip(objectives, trial.values, strict=True):
             metrics.setdefault(name, value)
     text = {
-        "status": attrs.get("status"),
-        "reason": attrs.get("reason"),
+        TrialAttr.STATUS: attrs.get(TrialAttr.STATUS),
+        TrialAttr.REASON: attrs.get(TrialAttr.REASON),
         "device": candidate.get("device_profile"),
-        "candidate_id": attrs.get("candidate_id"),
+        TrialAttr.CANDIDATE_ID: attrs.get(TrialAttr.CANDIDATE_ID),
         # Metrics the device could not give, with why ("power_mean_w: no RAPL domain ..."):
         # one text cell, since most trials of a device miss the same few for the same reasons.
-        "missing": "; ".join(f"{k}: {v}" for k, v in
-                             sorted(current_metric_keys(attrs.get("missing") or {}).items()))
-                   or None,
+        TrialAttr.MISSING: "; ".join(
+            f"{k}: {v}" for k, v
+            in sorted(current_metric_keys(attrs.get(TrialAttr.MISSING) or {}).items())) or None,
     }
     return _Row(trial, text, feasible, _flatten_candidate(candidate), metrics, constraints)
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from dse.exceptions import DseError
 from dse.results.export import load_campaign
+from dse.trial_record import StudyAttr, TrialAttr
 
 if TYPE_CHECKING:
     import optuna
@@ -40,7 +41,7 @@ def farm_device(experiment: Experiment, name: str | None, purpose: str) -> Hardw
 def device_study(experiment: Experiment, device: HardwareProfile) -> optuna.Study:
     """``device``'s study in the campaign (read only); DseError when there is none yet."""
     studies = load_campaign(experiment.run_dir, experiment.storage)
-    study = next((s for s in studies if s.user_attrs.get("device_profile") == device.name),
+    study = next((s for s in studies if s.user_attrs.get(StudyAttr.DEVICE_PROFILE) == device.name),
                  studies[0] if len(studies) == 1 else None)
     if study is None:
         raise DseError(f"{experiment.path}: no study of device {device.name!r} in "
@@ -60,17 +61,19 @@ def measured_trial(experiment: Experiment, study: optuna.Study, device: Hardware
         shown = f"0 to {max(trials)}" if trials else "none"
         raise DseError(f"{experiment.path}: device {device.name!r} has no trial {number} "
                        f"(its trials: {shown})")
-    status = frozen.user_attrs.get("status")
-    if "candidate" not in frozen.user_attrs:
+    status = frozen.user_attrs.get(TrialAttr.STATUS)
+    if TrialAttr.CANDIDATE not in frozen.user_attrs:
         raise DseError(f"{experiment.path}: trial {number} on {device.name} has no candidate "
                        f"recorded (state {frozen.state.name}): nothing to {purpose}")
     if status != "ok":
-        reason = str(frozen.user_attrs.get("reason") or "no result")
+        reason = str(frozen.user_attrs.get(TrialAttr.REASON) or "no result")
         raise DseError(f"{experiment.path}: trial {number} on {device.name} is "
                        f"{status or frozen.state.name.lower()} ({reason.splitlines()[0][:200]}): "
                        f"only a measured trial can be {_participle(purpose)}")
-    if full_only and frozen.user_attrs.get("fidelity") == "screen":
-        verdict = str(frozen.user_attrs.get("screen_verdict") or "dominated")
+    if full_only and frozen.user_attrs.get(TrialAttr.FIDELITY) == "screen":
+        # The worker keeps the screen's verdict in the trial's provenance.
+        provenance = frozen.user_attrs.get(TrialAttr.PROVENANCE) or {}
+        verdict = str(provenance.get("screen_verdict") or "dominated")
         raise DseError(f"{experiment.path}: trial {number} on {device.name} was screened out "
                        f"({verdict.splitlines()[0][:200]}): it was never measured in full, so "
                        f"there is no measurement to {purpose} with it")
@@ -85,7 +88,7 @@ def original_trial(study: optuna.Study, frozen: optuna.trial.FrozenTrial
                    ) -> optuna.trial.FrozenTrial:
     """The trial whose measurement ``frozen`` reused (``reused_from``), else ``frozen``: the
     one holding the provenance and samples."""
-    source = frozen.user_attrs.get("reused_from")
+    source = frozen.user_attrs.get(TrialAttr.REUSED_FROM)
     if not isinstance(source, int):
         return frozen
     found = next((t for t in study.get_trials(deepcopy=False) if t.number == source), None)

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dse.candidate import Candidate
-from dse.columns import SECOND_LOOK_COLUMN, blocks_front
+from dse.columns import blocks_front
 from dse.metrics import current_metric_keys, is_measured
+from dse.trial_record import TrialAttr
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -44,8 +45,8 @@ def counts_toward_budget(trial: optuna.trial.FrozenTrial) -> bool:
     from optuna.trial import TrialState
 
     # A second look (dse.search.second_looks) measures a candidate already counted.
-    return (trial.state == TrialState.COMPLETE and "reused_from" not in trial.user_attrs
-            and SECOND_LOOK_COLUMN not in trial.user_attrs)
+    return (trial.state == TrialState.COMPLETE and TrialAttr.REUSED_FROM not in trial.user_attrs
+            and TrialAttr.SECOND_LOOK_OF not in trial.user_attrs)
 
 
 #: ``failure_scope`` of a failure that is the architecture's (the worker's ArchFailure: the model
@@ -149,29 +150,30 @@ class DeviceSearch:
             attrs = frozen.user_attrs
             if frozen.state == TrialState.RUNNING:
                 trial = optuna.trial.Trial(study, frozen._trial_id)
-                trial.set_user_attr("status", "failed")
-                trial.set_user_attr("reason", "the driver stopped while this trial ran")
-                trial.set_user_attr("interrupted", True)
+                trial.set_user_attr(TrialAttr.STATUS, "failed")
+                trial.set_user_attr(TrialAttr.REASON, "the driver stopped while this trial ran")
+                trial.set_user_attr(TrialAttr.INTERRUPTED, True)
                 study.tell(frozen.number, state=TrialState.FAIL)
                 _requeue_once(study, frozen)
-            elif attrs.get("interrupted"):
+            elif attrs.get(TrialAttr.INTERRUPTED):
                 # Never measured to the end: no result to reuse, so measure it again (once).
                 _requeue_once(study, frozen)
-            elif "candidate_id" in attrs and "status" in attrs:
+            elif TrialAttr.CANDIDATE_ID in attrs and TrialAttr.STATUS in attrs:
                 # A trial written before a metric was renamed holds its former name.
-                metrics = current_metric_keys(attrs.get("metrics") or {})
-                known = self.known.get(attrs["candidate_id"])
+                metrics = current_metric_keys(attrs.get(TrialAttr.METRICS) or {})
+                known = self.known.get(attrs[TrialAttr.CANDIDATE_ID])
                 # A later success replaces an earlier failure of the same candidate.
-                if known is None or (known.status != "ok" and attrs["status"] == "ok"):
-                    self.known[attrs["candidate_id"]] = KnownResult(
-                        frozen.number, attrs["status"], attrs.get("reason", ""), metrics,
-                        current_metric_keys(attrs.get("missing") or {}),
-                        attrs.get("measurement_quality"), attrs.get("failure_scope"))
+                if known is None or (known.status != "ok" and attrs[TrialAttr.STATUS] == "ok"):
+                    self.known[attrs[TrialAttr.CANDIDATE_ID]] = KnownResult(
+                        frozen.number, attrs[TrialAttr.STATUS], attrs.get(TrialAttr.REASON, ""),
+                        metrics, current_metric_keys(attrs.get(TrialAttr.MISSING) or {}),
+                        attrs.get(TrialAttr.MEASUREMENT_QUALITY),
+                        attrs.get(TrialAttr.FAILURE_SCOPE))
                 self._learn_arch_failure(frozen)
                 if (self.tracker is not None and frozen.state == TrialState.COMPLETE
-                        and attrs["status"] == "ok" and "reused_from" not in attrs
-                        and attrs.get("fidelity") != "screen"
-                        and self.front_eligible(attrs.get("measurement_quality"))):
+                        and attrs[TrialAttr.STATUS] == "ok" and TrialAttr.REUSED_FROM not in attrs
+                        and attrs.get(TrialAttr.FIDELITY) != "screen"
+                        and self.front_eligible(attrs.get(TrialAttr.MEASUREMENT_QUALITY))):
                     self.tracker.add(frozen.number, metrics)
         self.completed = sum(counts_toward_budget(t) for t in study.get_trials(deepcopy=False))
 
@@ -179,15 +181,16 @@ class DeviceSearch:
         """An architecture's failure a stored trial recorded (measured, or answered from the one
         that was: ``reused_from`` names it)."""
         attrs = frozen.user_attrs
-        if attrs.get("failure_scope") != ARCH_SCOPE or attrs["status"] == "ok" or not isinstance(
-                attrs.get("candidate"), dict):
+        if (attrs.get(TrialAttr.FAILURE_SCOPE) != ARCH_SCOPE or attrs[TrialAttr.STATUS] == "ok"
+                or not isinstance(attrs.get(TrialAttr.CANDIDATE), dict)):
             return
-        arch_id = Candidate(**attrs["candidate"]).arch_id
+        arch_id = Candidate(**attrs[TrialAttr.CANDIDATE]).arch_id
         if arch_id not in self.arch_failures:
             self.arch_failures[arch_id] = KnownResult(
-                int(attrs.get("reused_from", frozen.number)), attrs["status"],
-                attrs.get("reason", ""), current_metric_keys(attrs.get("metrics") or {}),
-                current_metric_keys(attrs.get("missing") or {}), None, ARCH_SCOPE)
+                int(attrs.get(TrialAttr.REUSED_FROM, frozen.number)), attrs[TrialAttr.STATUS],
+                attrs.get(TrialAttr.REASON, ""),
+                current_metric_keys(attrs.get(TrialAttr.METRICS) or {}),
+                current_metric_keys(attrs.get(TrialAttr.MISSING) or {}), None, ARCH_SCOPE)
 
     def record(self, trial: optuna.Trial, status: str, reason: str, metrics: dict[str, float],
                missing: dict[str, str], quality: str | None) -> tuple[str, str]:
@@ -203,14 +206,14 @@ class DeviceSearch:
                 status = "failed"
                 reason = "; ".join(f"{m} not measured: {missing.get(m, 'no value')}"
                                    for m in absent)
-        trial.set_user_attr("status", status)
-        trial.set_user_attr("reason", reason)
+        trial.set_user_attr(TrialAttr.STATUS, status)
+        trial.set_user_attr(TrialAttr.REASON, reason)
         if status == "ok" and quality is not None:
             # A measurement that is not clean stays in the study and the tables, shown apart,
             # and (unless measurement.non_ok_on_front) off the reported front.
-            trial.set_user_attr("measurement_quality", quality)
-        trial.set_user_attr("metrics", metrics)
-        trial.set_user_attr("missing", missing)
+            trial.set_user_attr(TrialAttr.MEASUREMENT_QUALITY, quality)
+        trial.set_user_attr(TrialAttr.METRICS, metrics)
+        trial.set_user_attr(TrialAttr.MISSING, missing)
         if status != "ok":
             self.study.tell(trial, state=TrialState.FAIL)
             return status, reason
@@ -223,9 +226,9 @@ class DeviceSearch:
 def _requeue_once(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> None:
     """Queue the trial's parameters again, unless it is itself a re-queue or was re-queued; never
     a second look (the second-look round owes it again: dse.search.second_looks)."""
-    if ("requeued_from" in frozen.user_attrs or SECOND_LOOK_COLUMN in frozen.user_attrs
-            or not frozen.params):
+    if (TrialAttr.REQUEUED_FROM in frozen.user_attrs
+            or TrialAttr.SECOND_LOOK_OF in frozen.user_attrs or not frozen.params):
         return
-    requeued = {t.user_attrs.get("requeued_from") for t in study.get_trials(deepcopy=False)}
+    requeued = {t.user_attrs.get(TrialAttr.REQUEUED_FROM) for t in study.get_trials(deepcopy=False)}
     if frozen.number not in requeued:
-        study.enqueue_trial(frozen.params, user_attrs={"requeued_from": frozen.number})
+        study.enqueue_trial(frozen.params, user_attrs={TrialAttr.REQUEUED_FROM: frozen.number})

@@ -2,11 +2,11 @@
 fronts apply.
 
 A duel of trials ``a`` < ``b`` is one :class:`DuelRecord` in the study attribute
-:data:`dse.columns.DUELS_ATTR` (a list, one entry per pair, the latest duel of a pair replacing
-an earlier one). Its :class:`MetricVerdict` per contested objective says which trial is better on
-it (``a_faster``: A has the lower latency, or the higher throughput) or that neither is shown to
-be (``tie``), with A's value over B's and its 95% interval. Only a ``measured`` duel's verdicts
-count; a ``disturbed`` one (other work took the device) is run again by the next run, a
+:attr:`dse.trial_record.StudyAttr.DUELS` (a list, one entry per pair, the latest duel of a pair
+replacing an earlier one). Its :class:`MetricVerdict` per contested objective says which trial is
+better on it (``a_faster``: A has the lower latency, or the higher throughput) or that neither is
+shown to be (``tie``), with A's value over B's and its 95% interval. Only a ``measured`` duel's
+verdicts count; a ``disturbed`` one (other work took the device) is run again by the next run, a
 ``failed`` one (a candidate that no longer builds, a timeout) is not.
 
 The trials table carries each trial's side of its counted duels in the column
@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from dse.columns import DUELS_ATTR
 from dse.measure.duel_stats import A_FASTER, B_FASTER, TIE, Verdict
+from dse.trial_record import StudyAttr
 
 if TYPE_CHECKING:
     import optuna
@@ -91,13 +91,13 @@ class DuelRecord:
 
 def read_records(user_attrs: Mapping[str, Any]) -> list[DuelRecord]:
     """The duels a study's user attributes hold, in the order they were recorded."""
-    return [DuelRecord.from_dict(entry) for entry in user_attrs.get(DUELS_ATTR) or ()]
+    return [DuelRecord.from_dict(entry) for entry in user_attrs.get(StudyAttr.DUELS) or ()]
 
 
 def store_record(study: optuna.Study, record: DuelRecord) -> None:
     """Keep ``record`` on ``study``, replacing an earlier duel of the same pair."""
     kept = [r for r in read_records(study.user_attrs) if (r.a, r.b) != (record.a, record.b)]
-    study.set_user_attr(DUELS_ATTR, [r.to_dict() for r in [*kept, record]])
+    study.set_user_attr(StudyAttr.DUELS, [r.to_dict() for r in [*kept, record]])
 
 
 def trial_cells(records: Iterable[DuelRecord], numbers: Sequence[int]) -> list[str | None]:

@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dse.candidate import Candidate
-from dse.columns import NON_OK_ON_FRONT_ATTR, blocks_front
+from dse.columns import blocks_front
 from dse.metrics import Direction, current_constraint_text, current_metric_keys, metric
 from dse.order_statistics import percentile_quantile
 from dse.search.duel_records import DISTURBED, read_records
 from dse.search.pareto import CI_COLUMNS, noise_aware_mask, pareto_mask
 from dse.search.second_looks import outranked
+from dse.trial_record import StudyAttr, TrialAttr
 
 if TYPE_CHECKING:
     import optuna
@@ -82,14 +83,14 @@ def pending_pairs(study: optuna.Study, objectives: Sequence[str],
     if not spec.enabled or spec.max_pairs == 0 or not timing_objectives(objectives):
         return []
     trials = study.get_trials(deepcopy=False)
-    spent = sum(_number(t.user_attrs.get("device_seconds")) for t in trials
-                if "device_seconds" in t.user_attrs)
+    spent = sum(_number(t.user_attrs.get(TrialAttr.DEVICE_SECONDS)) for t in trials
+                if TrialAttr.DEVICE_SECONDS in t.user_attrs)
     affordable = min(spec.max_pairs,
                      math.floor(spec.time_share * spent / planned_duel_seconds(spec)))
     done = {(r.a, r.b): r.status for r in read_records(study.user_attrs)}
     chosen = choose_pairs(trials, objectives, affordable, spec.close_within,
-                          bool(study.user_attrs.get(NON_OK_ON_FRONT_ATTR, False)),
-                          study.user_attrs.get("constraints", []))
+                          bool(study.user_attrs.get(StudyAttr.NON_OK_ON_FRONT, False)),
+                          study.user_attrs.get(StudyAttr.CONSTRAINTS, []))
     return [pair for pair in chosen if done.get((pair.a, pair.b), DISTURBED) == DISTURBED]
 
 
@@ -152,12 +153,13 @@ def _competes(trial: optuna.trial.FrozenTrial, objectives: int, non_ok_on_front:
     attrs = trial.user_attrs
     measured = {current_constraint_text(str(k)): float(v) for k, v in trial.constraints.items()}
     declared = [current_constraint_text(str(text)) for text in constraints]
-    return (trial.state == TrialState.COMPLETE and attrs.get("status") == "ok"
-            and "reused_from" not in attrs and isinstance(attrs.get("candidate"), dict)
+    return (trial.state == TrialState.COMPLETE and attrs.get(TrialAttr.STATUS) == "ok"
+            and TrialAttr.REUSED_FROM not in attrs
+            and isinstance(attrs.get(TrialAttr.CANDIDATE), dict)
             and trial.values is not None and len(trial.values) == objectives
             and all(text in measured for text in declared)
             and all(v <= 0 for v in measured.values())
-            and not blocks_front(attrs.get("measurement_quality"), non_ok_on_front))
+            and not blocks_front(attrs.get(TrialAttr.MEASUREMENT_QUALITY), non_ok_on_front))
 
 
 def _arrays(rows: Sequence[optuna.trial.FrozenTrial],
@@ -167,7 +169,8 @@ def _arrays(rows: Sequence[optuna.trial.FrozenTrial],
     values = np.array([t.values for t in rows], dtype=np.float64)
     lows, highs = np.full(values.shape, np.nan), np.full(values.shape, np.nan)
     for r, trial in enumerate(rows):
-        found: Mapping[str, Any] = current_metric_keys(trial.user_attrs.get("metrics") or {})
+        found: Mapping[str, Any] = current_metric_keys(
+            trial.user_attrs.get(TrialAttr.METRICS) or {})
         for k, name in enumerate(objectives):
             if name in CI_COLUMNS:
                 lows[r, k], highs[r, k] = (_number(found.get(b)) for b in CI_COLUMNS[name])
@@ -199,7 +202,7 @@ def _order_matters(i: int, j: int, minimised: np.ndarray, objectives: Sequence[s
 
 
 def _candidate(trial: optuna.trial.FrozenTrial) -> Candidate:
-    return Candidate.from_dict(dict(trial.user_attrs["candidate"]))
+    return Candidate.from_dict(dict(trial.user_attrs[TrialAttr.CANDIDATE]))
 
 
 def _number(value: object) -> float:

@@ -24,7 +24,6 @@ import numpy as np
 
 from dse.atomic import atomic_write
 from dse.candidate import Candidate
-from dse.columns import SECOND_LOOK_COLUMN, SLOWER_LOOK_COLUMN
 from dse.exceptions import Terminated
 from dse.farm.dispatcher import Done, Job
 from dse.farm.isolation import NodeLock, current_node_id
@@ -38,6 +37,7 @@ from dse.search.screening import FrontTracker, fidelity_attrs, screening_request
 from dse.search.second_looks import look_is_slower, pending_second_looks
 from dse.search.space import suggest_candidate
 from dse.spec import Experiment
+from dse.trial_record import TrialAttr
 
 if TYPE_CHECKING:
     import optuna
@@ -179,8 +179,8 @@ class SearchLoop:
             trial, self.space, search.profile,
             capabilities=search.profile.name not in self.evaluated))
         candidate = pending.candidate
-        trial.set_user_attr("candidate", candidate.to_dict())
-        trial.set_user_attr("candidate_id", candidate.candidate_id)
+        trial.set_user_attr(TrialAttr.CANDIDATE, candidate.to_dict())
+        trial.set_user_attr(TrialAttr.CANDIDATE_ID, candidate.candidate_id)
         key = next(self._keys)
         self.pending[key] = pending
         # Its own earlier result, else its architecture's recorded failure: nothing to measure.
@@ -203,9 +203,9 @@ class SearchLoop:
     def _finish_reused(self, key: int, known: KnownResult) -> None:
         pending = self.pending.pop(key)
         search = self.searches[pending.profile]
-        pending.trial.set_user_attr("reused_from", known.number)
+        pending.trial.set_user_attr(TrialAttr.REUSED_FROM, known.number)
         if known.scope is not None:
-            pending.trial.set_user_attr("failure_scope", known.scope)
+            pending.trial.set_user_attr(TrialAttr.FAILURE_SCOPE, known.scope)
         status, reason = search.record(pending.trial, known.status, known.reason,
                                        known.metrics, known.missing, known.quality)
         self._outcome(search, pending, status, reason, known.metrics, known.number,
@@ -215,12 +215,12 @@ class SearchLoop:
         pending = self.pending.pop(done.job.key)
         search = self.searches[pending.profile]
         trial, measurement = pending.trial, done.measurement
-        trial.set_user_attr("provenance", measurement.provenance)
+        trial.set_user_attr(TrialAttr.PROVENANCE, measurement.provenance)
         if done.device_id:
-            trial.set_user_attr("device_id", done.device_id)
+            trial.set_user_attr(TrialAttr.DEVICE_ID, done.device_id)
         samples_file = self._save_samples(search, trial.number, measurement)
         if samples_file:
-            trial.set_user_attr("samples_file", samples_file)
+            trial.set_user_attr(TrialAttr.SAMPLES_FILE, samples_file)
         fidelity = fidelity_attrs(measurement.provenance)
         for name, value in fidelity.items():
             trial.set_user_attr(name, value)
@@ -229,25 +229,25 @@ class SearchLoop:
         scope = (measurement.provenance.get("failure_scope")
                  if measurement.status != "ok" else None)
         if scope is not None:
-            trial.set_user_attr("failure_scope", scope)
+            trial.set_user_attr(TrialAttr.FAILURE_SCOPE, scope)
         slower = (pending.clean_first is not None and measurement.status == "ok"
                   and quality in (None, "ok")
                   and all(name in measurement.metrics for name in self.objectives)
                   and look_is_slower([measurement.metrics[name] for name in self.objectives],
                                      pending.clean_first, self.objectives))
         if slower:
-            trial.set_user_attr(SLOWER_LOOK_COLUMN, True)
+            trial.set_user_attr(TrialAttr.SLOWER_THAN_FIRST, True)
         status, reason = search.record(trial, measurement.status, measurement.reason,
                                        measurement.metrics, measurement.missing, quality)
         if (search.tracker is not None and status == "ok" and not slower
-                and fidelity.get("fidelity") != "screen"
+                and fidelity.get(TrialAttr.FIDELITY) != "screen"
                 and search.front_eligible(quality)):
             search.tracker.add(trial.number, measurement.metrics)
         known = KnownResult(trial.number, status, reason, measurement.metrics,
                             measurement.missing, quality, scope)
         search.learn(pending.candidate, known)
         self._outcome(search, pending, status, reason, measurement.metrics, None,
-                      fidelity.get("fidelity"), quality)
+                      fidelity.get(TrialAttr.FIDELITY), quality)
         for follower in self.followers.pop(pending.candidate.candidate_id, []):
             key = next(k for k, v in self.pending.items() if v is follower)
             self._finish_reused(key, known)
@@ -384,18 +384,19 @@ class SearchLoop:
         template = optuna.trial.create_trial(
             state=optuna.trial.TrialState.RUNNING, params=first.params,
             distributions=first.distributions,
-            user_attrs={SECOND_LOOK_COLUMN: first.number})
+            user_attrs={TrialAttr.SECOND_LOOK_OF: first.number})
         study = search.study
         with self._interrupts.deferred():
             # Optuna's own storage call, as Study.enqueue_trial makes it (with a WAITING trial).
             trial_id = study._storage.create_new_trial(study._study_id, template_trial=template)
             trial = optuna.trial.Trial(study, trial_id)
             self.asked.setdefault(search.profile.name, set()).add(trial.number)
-        candidate = Candidate.from_dict(dict(first.user_attrs["candidate"]))
-        trial.set_user_attr("candidate", candidate.to_dict())
-        trial.set_user_attr("candidate_id", candidate.candidate_id)
+        candidate = Candidate.from_dict(dict(first.user_attrs[TrialAttr.CANDIDATE]))
+        trial.set_user_attr(TrialAttr.CANDIDATE, candidate.to_dict())
+        trial.set_user_attr(TrialAttr.CANDIDATE_ID, candidate.candidate_id)
         key = next(self._keys)
-        clean = first.user_attrs.get("measurement_quality") == "ok" and first.values is not None
+        clean = (first.user_attrs.get(TrialAttr.MEASUREMENT_QUALITY) == "ok"
+                 and first.values is not None)
         self.pending[key] = _Pending(search.profile.name, trial, candidate, first.number,
                                      tuple(first.values) if clean else None)
         self.dispatcher.submit(Job(key, candidate, self.space.training, self.measurement,
@@ -443,7 +444,7 @@ class SearchLoop:
                     # A live handle on a stored trial, by its storage id (Optuna's own way in).
                     running.setdefault(profile, []).append(
                         (optuna.trial.Trial(study, frozen._trial_id),
-                         "candidate" in frozen.user_attrs))
+                         TrialAttr.CANDIDATE in frozen.user_attrs))
         return running
 
     def _abandon(self, exc: BaseException) -> None:
@@ -465,13 +466,14 @@ class SearchLoop:
             for profile, trials in self._running_here().items():
                 study = self.searches[profile].study
                 for trial, has_candidate in trials:
-                    trial.set_user_attr("status", "failed")
+                    trial.set_user_attr(TrialAttr.STATUS, "failed")
                     if has_candidate:  # stopped mid-measurement: the next run measures it again
-                        trial.set_user_attr("interrupted", True)
-                        trial.set_user_attr("reason", reason)
+                        trial.set_user_attr(TrialAttr.INTERRUPTED, True)
+                        trial.set_user_attr(TrialAttr.REASON, reason)
                     else:  # stopped before it had a candidate: nothing to measure again
-                        trial.set_user_attr("reason", f"{reason.split(' before ')[0]} before a "
-                                                      f"candidate was chosen")
+                        trial.set_user_attr(TrialAttr.REASON,
+                                            f"{reason.split(' before ')[0]} before a "
+                                            f"candidate was chosen")
                     study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
         except (StorageInternalError, SQLAlchemyError, OSError):
             # The study cannot be written any more (a full disk): leave the trials RUNNING,

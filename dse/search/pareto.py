@@ -27,6 +27,7 @@ from dse.dominance import (
 )
 from dse.metrics import Direction, metric
 from dse.search.duel_records import table_overrides
+from dse.trial_record import TrialAttr
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -368,8 +369,8 @@ def _competing(trials: pd.DataFrame) -> pd.Series:
     """The rows allowed on a front: :func:`dse.results.competing_mask`, less reuses (a repeat
     carries an earlier trial's measurement, and that earlier trial competes)."""
     mask = competing_mask(trials)
-    if "reused_from" in trials.columns:
-        mask = mask & trials["reused_from"].isna()
+    if TrialAttr.REUSED_FROM in trials.columns:
+        mask = mask & trials[TrialAttr.REUSED_FROM].isna()
     return mask
 
 

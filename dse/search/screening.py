@@ -27,6 +27,7 @@ from dse.metrics import Direction, is_measured, metric
 from dse.search.duel_records import DuelRecord, record_overrides
 from dse.search.pareto import CI_COLUMNS, noise_aware_mask
 from dse.spec.models import ConstraintSpec, ScreeningSpec
+from dse.trial_record import TrialAttr
 
 # The quantile behind each objective that has a confidence interval (CI_COLUMNS): the worker
 # times enough samples for that interval to exist.
@@ -108,12 +109,13 @@ def fidelity_attrs(provenance: Mapping[str, str]) -> dict[str, Any]:
     attrs: dict[str, Any] = {}
     start, end = (_number(provenance.get(key)) for key in ("measure_start", "measure_end"))
     if math.isfinite(start) and math.isfinite(end):
-        attrs["device_seconds"] = end - start
+        attrs[TrialAttr.DEVICE_SECONDS] = end - start
     if "fidelity" in provenance:
-        attrs["fidelity"] = provenance["fidelity"]
-        for key in ("screen_seconds", "full_seconds"):
+        attrs[TrialAttr.FIDELITY] = provenance["fidelity"]
+        for name, key in ((TrialAttr.SCREEN_SECONDS, "screen_seconds"),
+                          (TrialAttr.FULL_SECONDS, "full_seconds")):
             seconds = _number(provenance.get(key))
-            attrs[key] = seconds if math.isfinite(seconds) else 0.0
+            attrs[name] = seconds if math.isfinite(seconds) else 0.0
     return attrs
 
 

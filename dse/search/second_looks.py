@@ -24,7 +24,7 @@ the front dominates go first (their look is what moves a point onto the front), 
 last. Of a candidate's two clean looks the faster competes (:func:`look_is_slower`): a slow
 spell stalls the candidate from outside, as other work does, and every candidate near the front gets the
 same two chances. The slower stays in the tables, marked
-(:data:`dse.columns.SLOWER_LOOK_COLUMN` on a look that lost).
+(:attr:`dse.trial_record.TrialAttr.SLOWER_THAN_FIRST` on a look that lost).
 
 At most ``measurement.second_looks`` per device, all told over every run of the campaign, so a
 resumed run looks only at those still owed.
@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dse.columns import NON_OK_ON_FRONT_ATTR, SECOND_LOOK_COLUMN, SLOWER_LOOK_COLUMN
 from dse.metrics import Direction, metric
+from dse.trial_record import StudyAttr, TrialAttr
 
 # Units of the metrics a slow spell of the machine scales: times, rates, energy per call.
 _SPEED_UNITS = frozenset({"ms", "s", "mJ"})
@@ -48,8 +48,8 @@ if TYPE_CHECKING:
 
 def is_second_look(trial: optuna.trial.FrozenTrial) -> bool:
     """Whether ``trial`` is a second look at another (its user attribute ``second_look_of``,
-    :data:`dse.columns.SECOND_LOOK_COLUMN`, names the first)."""
-    return SECOND_LOOK_COLUMN in trial.user_attrs
+    :attr:`dse.trial_record.TrialAttr.SECOND_LOOK_OF`, names the first)."""
+    return TrialAttr.SECOND_LOOK_OF in trial.user_attrs
 
 
 def speed_bound(name: str) -> bool:
@@ -74,13 +74,14 @@ def look_is_slower(look: Sequence[float], first: Sequence[float],
 def outranked(trials: Sequence[optuna.trial.FrozenTrial]) -> set[int]:
     """Numbers of the trials that compete for no front because of a second look: a first look
     an ok second look measured again and did not lose to, and a second look that was slower
-    than its clean first (:data:`dse.columns.SLOWER_LOOK_COLUMN`). The stored-trial form of
-    :func:`dse.columns.competing_mask`'s rule."""
+    than its clean first (:attr:`dse.trial_record.TrialAttr.SLOWER_THAN_FIRST`). The stored-trial
+    form of :func:`dse.columns.competing_mask`'s rule."""
     out: set[int] = set()
     for trial in trials:
         attrs = trial.user_attrs
-        if SECOND_LOOK_COLUMN in attrs and attrs.get("status") == "ok":
-            out.add(trial.number if attrs.get(SLOWER_LOOK_COLUMN) else int(attrs[SECOND_LOOK_COLUMN]))
+        if TrialAttr.SECOND_LOOK_OF in attrs and attrs.get(TrialAttr.STATUS) == "ok":
+            out.add(trial.number if attrs.get(TrialAttr.SLOWER_THAN_FIRST)
+                    else int(attrs[TrialAttr.SECOND_LOOK_OF]))
     return out
 
 
@@ -90,27 +91,27 @@ def pending_second_looks(study: optuna.Study, objectives: Sequence[str], limit: 
     the second looks already taken: those not measured cleanly first, then the clean ones
     within ``near_front`` of the front (1: none); none when the study lets unclean trials on the
     front."""
-    if limit <= 0 or study.user_attrs.get(NON_OK_ON_FRONT_ATTR, False):
+    if limit <= 0 or study.user_attrs.get(StudyAttr.NON_OK_ON_FRONT, False):
         return []
     trials = study.get_trials(deepcopy=False)
     # A second look an interrupt stopped is owed again; any other counts, whatever it found.
-    taken = [t for t in trials if is_second_look(t) and not t.user_attrs.get("interrupted")]
-    looked = {t.user_attrs[SECOND_LOOK_COLUMN] for t in taken}
+    taken = [t for t in trials if is_second_look(t) and not t.user_attrs.get(TrialAttr.INTERRUPTED)]
+    looked = {t.user_attrs[TrialAttr.SECOND_LOOK_OF] for t in taken}
     measured = [t for t in trials if _measured(t, len(objectives)) and not is_second_look(t)
-                and isinstance(t.user_attrs.get("candidate"), dict)]
-    clean = [t for t in measured if t.user_attrs.get("measurement_quality") == "ok"]
-    settled = {t.user_attrs.get("candidate_id") for t in clean}
-    settled |= {t.user_attrs.get("candidate_id") for t in taken}
+                and isinstance(t.user_attrs.get(TrialAttr.CANDIDATE), dict)]
+    clean = [t for t in measured if t.user_attrs.get(TrialAttr.MEASUREMENT_QUALITY) == "ok"]
+    settled = {t.user_attrs.get(TrialAttr.CANDIDATE_ID) for t in clean}
+    settled |= {t.user_attrs.get(TrialAttr.CANDIDATE_ID) for t in taken}
     owed: dict[str, optuna.trial.FrozenTrial] = {}
     for trial in measured:
-        if (trial.user_attrs.get("measurement_quality") not in (None, "ok")
+        if (trial.user_attrs.get(TrialAttr.MEASUREMENT_QUALITY) not in (None, "ok")
                 and trial.number not in looked
-                and trial.user_attrs.get("candidate_id") not in settled):
-            owed.setdefault(str(trial.user_attrs.get("candidate_id")), trial)
+                and trial.user_attrs.get(TrialAttr.CANDIDATE_ID) not in settled):
+            owed.setdefault(str(trial.user_attrs.get(TrialAttr.CANDIDATE_ID)), trial)
     beaten = _times_dominated(list(owed.values()), clean, objectives)
     ranked = sorted(owed.values(), key=lambda t: (beaten[t.number], t.number))
     ranked += _near_front(clean, objectives, near_front,
-                          {t.user_attrs.get("candidate_id") for t in taken})
+                          {t.user_attrs.get(TrialAttr.CANDIDATE_ID) for t in taken})
     return ranked[:max(0, limit - len(taken))]
 
 
@@ -123,7 +124,7 @@ def _near_front(clean: Sequence[optuna.trial.FrozenTrial], objectives: Sequence[
         return []
     firsts: dict[object, optuna.trial.FrozenTrial] = {}
     for trial in clean:
-        firsts.setdefault(trial.user_attrs.get("candidate_id"), trial)
+        firsts.setdefault(trial.user_attrs.get(TrialAttr.CANDIDATE_ID), trial)
     chosen = [t for key, t in firsts.items() if key not in looked]
     if not chosen:
         return []
@@ -151,8 +152,8 @@ def _measured(trial: optuna.trial.FrozenTrial, objectives: int) -> bool:
     from optuna.trial import TrialState
 
     attrs = trial.user_attrs
-    return (trial.state == TrialState.COMPLETE and attrs.get("status") == "ok"
-            and "reused_from" not in attrs and attrs.get("fidelity") != "screen"
+    return (trial.state == TrialState.COMPLETE and attrs.get(TrialAttr.STATUS) == "ok"
+            and TrialAttr.REUSED_FROM not in attrs and attrs.get(TrialAttr.FIDELITY) != "screen"
             and trial.values is not None and len(trial.values) == objectives)
 
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dse.columns import NON_OK_ON_FRONT_ATTR
 from dse.exceptions import SpecError
 from dse.metrics import current_metric_name, metric
 from dse.search.baseline_plan import BaselinePlan, plan_baseline
@@ -24,6 +23,7 @@ from dse.search.study_fingerprint import changed_sections, space_fingerprint
 from dse.search.study_storage import campaign_storage, resolve_study_names
 from dse.search.warm_start import seed_new_studies
 from dse.spec import HardwareProfile, SamplerSpec, SearchSpace
+from dse.trial_record import StudyAttr, TrialAttr
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
@@ -33,10 +33,6 @@ if TYPE_CHECKING:
     from dse.search.surrogate_sampler import SamplerContext
     from dse.spec import Experiment
     from dse.storage import CampaignStorage
-
-
-#: Study attribute holding :func:`device_peaks` of the study's device profile.
-DEVICE_PEAKS_ATTR = "device_peaks"
 
 
 def device_peaks(profile: HardwareProfile) -> dict[str, Any]:
@@ -77,9 +73,9 @@ def open_experiment_studies(experiment: Experiment,
     for profile in experiment.devices:
         # The report has only the study: it draws the roofline's ceilings from these. Written on
         # every open, so a profile whose peaks were corrected shows the corrected ceilings.
-        studies[profile.name].set_user_attr(DEVICE_PEAKS_ATTR, device_peaks(profile))
+        studies[profile.name].set_user_attr(StudyAttr.DEVICE_PEAKS, device_peaks(profile))
         # Whether trials not measured cleanly may be on the front: read with the trials table.
-        studies[profile.name].set_user_attr(NON_OK_ON_FRONT_ATTR,
+        studies[profile.name].set_user_attr(StudyAttr.NON_OK_ON_FRONT,
                                             experiment.spec.measurement.non_ok_on_front)
     if experiment.spec.search.warm_start.enabled:
         seed_new_studies(experiment, studies, evaluated)
@@ -109,8 +105,8 @@ def open_studies(where: Path | CampaignStorage, campaign: str, space: SearchSpac
     for profile in profiles:
         study = open_study(where, names[profile], space, sampler,
                            (baselines or {}).get(profile), (contexts or {}).get(profile))
-        study.set_user_attr("campaign", campaign)
-        study.set_user_attr("device_profile", profile)
+        study.set_user_attr(StudyAttr.CAMPAIGN, campaign)
+        study.set_user_attr(StudyAttr.DEVICE_PROFILE, profile)
         studies[profile] = study
     return studies
 
@@ -143,14 +139,14 @@ def open_study(where: Path | CampaignStorage, name: str, space: SearchSpace,
     if name in existing:
         previous = chosen.guarded(lambda: optuna.load_study(study_name=name, storage=storage))
         # A study written before a metric was renamed names it by its former name.
-        raw = previous.user_attrs.get("objectives")
+        raw = previous.user_attrs.get(StudyAttr.OBJECTIVES)
         stored_objectives = None if raw is None else [current_metric_name(str(n)) for n in raw]
         if stored_objectives != objectives:
             raise SpecError([
                 f"{chosen.location}: objectives: the stored study optimises "
                 f"{stored_objectives}, the experiment asks {objectives}; "
                 f"rename the campaign or delete its run folder"])
-        changed = changed_sections(space, previous.user_attrs.get("space_fingerprint", {}))
+        changed = changed_sections(space, previous.user_attrs.get(StudyAttr.SPACE_FINGERPRINT, {}))
         if changed:
             raise SpecError([
                 f"{chosen.location}: {', '.join(changed)}: the search space {space.name!r} "
@@ -162,10 +158,10 @@ def open_study(where: Path | CampaignStorage, name: str, space: SearchSpace,
         directions=[metric(m).direction.value for m in objectives],
         sampler=make_sampler(sampler, resumed, context),
     ))
-    study.set_user_attr("campaign", name)
-    study.set_user_attr("objectives", objectives)
-    study.set_user_attr("constraints", constraints)
-    study.set_user_attr("space_fingerprint", space_fingerprint(space))
+    study.set_user_attr(StudyAttr.CAMPAIGN, name)
+    study.set_user_attr(StudyAttr.OBJECTIVES, objectives)
+    study.set_user_attr(StudyAttr.CONSTRAINTS, constraints)
+    study.set_user_attr(StudyAttr.SPACE_FINGERPRINT, space_fingerprint(space))
     _name_objectives(study, objectives)
     # Empty rather than just created: a driver that died between creating the study and
     # queueing the baseline still gets it queued on the rerun.
@@ -239,7 +235,7 @@ def _what_to_delete(storage: CampaignStorage, name: str) -> str:
 
 def _queue_baseline(study: optuna.Study, baseline: BaselinePlan) -> None:
     if baseline.params is None:
-        study.set_user_attr("baseline_skipped", baseline.note)
+        study.set_user_attr(StudyAttr.BASELINE_SKIPPED, baseline.note)
         return
-    study.enqueue_trial(baseline.params, user_attrs={"baseline": True})
-    study.set_user_attr("baseline_candidate_id", baseline.candidate_id)
+    study.enqueue_trial(baseline.params, user_attrs={TrialAttr.BASELINE: True})
+    study.set_user_attr(StudyAttr.BASELINE_CANDIDATE_ID, baseline.candidate_id)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dse.trial_record import StudyAttr
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -49,7 +51,7 @@ def resolve_study_names(where: Path | CampaignStorage, campaign: str,
         summaries = storage.guarded(
             lambda: optuna.get_all_study_summaries(url, include_best_trial=False))
         for summary in summaries:
-            owner = summary.user_attrs.get("device_profile")
+            owner = summary.user_attrs.get(StudyAttr.DEVICE_PROFILE)
             owners[summary.study_name] = None if owner is None else str(owner)
     names = {}
     for profile in profiles:

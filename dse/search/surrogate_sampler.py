@@ -36,6 +36,7 @@ from dse.search.candidate_features import FeatureEncoder
 from dse.search.candidate_space import LISTING_LIMIT, CandidateSpace, Params, params_key
 from dse.search.forest_surrogate import ForestSurrogate
 from dse.search.front_acquisition import choose
+from dse.trial_record import TrialAttr
 
 if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
@@ -99,7 +100,7 @@ def measured(study: optuna.Study) -> tuple[_Measured, set[str], list[Params]]:
         if trial.state == optuna.trial.TrialState.RUNNING:
             running.append(dict(trial.params))
         if (trial.state == optuna.trial.TrialState.FAIL and key not in failed_keys
-                and not trial.user_attrs.get("interrupted")):
+                and not trial.user_attrs.get(TrialAttr.INTERRUPTED)):
             failed_keys.add(key)
             failed.append(dict(trial.params))
         if (trial.state != optuna.trial.TrialState.COMPLETE or trial.values is None

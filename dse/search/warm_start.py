@@ -31,6 +31,7 @@ from dse.search.baseline_plan import baseline_problems, plan_baseline
 from dse.search.pareto import pareto_mask
 from dse.search.second_looks import outranked
 from dse.spec.models import BaselineSpec, HardwareProfile, SearchSpace, WarmStartSpec
+from dse.trial_record import StudyAttr, TrialAttr
 
 if TYPE_CHECKING:
     import optuna
@@ -149,8 +150,8 @@ def seed_new_studies(experiment: Experiment, studies: Mapping[str, optuna.Study]
         trials = study.get_trials(deepcopy=False)
         if any(t.state != TrialState.WAITING for t in trials):
             continue
-        queued = {_source_key(t.user_attrs.get("warm_start_from")) for t in trials}
-        baseline = study.user_attrs.get("baseline_candidate_id")
+        queued = {_source_key(t.user_attrs.get(TrialAttr.WARM_START_FROM)) for t in trials}
+        baseline = study.user_attrs.get(StudyAttr.BASELINE_CANDIDATE_ID)
         sources = [s for s in others if s.study_name != study.study_name]
         plan = warm_start_plan(sources, experiment.space, profile, setting, budget,
                                capabilities=profile.name not in evaluated,
@@ -159,8 +160,8 @@ def seed_new_studies(experiment: Experiment, studies: Mapping[str, optuna.Study]
             origin = {"study": plan.source, "device": plan.source_device,
                       "trial": seed.source_trial}
             if _source_key(origin) not in queued:
-                study.enqueue_trial(seed.params, user_attrs={"warm_start_from": origin})
-        study.set_user_attr("warm_start", plan.record())
+                study.enqueue_trial(seed.params, user_attrs={TrialAttr.WARM_START_FROM: origin})
+        study.set_user_attr(StudyAttr.WARM_START, plan.record())
         _log(study.study_name, plan)
         plans[profile.name] = plan
     return plans
@@ -207,7 +208,7 @@ def _choose(sources: Sequence[optuna.Study], profile: str,
         return f"search.warm_start.from names this device ({profile!r}) itself"
     found = []
     for study in sources:
-        device = study.user_attrs.get("device_profile")
+        device = study.user_attrs.get(StudyAttr.DEVICE_PROFILE)
         device = None if device is None else str(device)
         if device == profile or (wanted is not None and device != wanted):
             continue
@@ -227,15 +228,17 @@ def _front(study: optuna.Study,
            completed: Sequence[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
     """The study's feasible Pareto front, ordered along its first objective (best first)."""
     # A study written before a metric was renamed names it by its former name.
-    objectives = [current_metric_name(str(name)) for name in study.user_attrs.get("objectives", [])]
+    objectives = [current_metric_name(str(name))
+                  for name in study.user_attrs.get(StudyAttr.OBJECTIVES, [])]
     declared = [current_constraint_text(str(text))
-                for text in study.user_attrs.get("constraints", [])]
+                for text in study.user_attrs.get(StudyAttr.CONSTRAINTS, [])]
     # Of a trial and its second look, one competes (dse.search.second_looks.outranked).
     looked = outranked(completed)
     competing = [t for t in completed
-                 if t.user_attrs.get("status") == "ok" and "reused_from" not in t.user_attrs
+                 if t.user_attrs.get(TrialAttr.STATUS) == "ok"
+                 and TrialAttr.REUSED_FROM not in t.user_attrs
                  and t.number not in looked and t.values is not None and len(t.values) == len(objectives)
-                 and "candidate" in t.user_attrs and _feasible(t, declared)]
+                 and TrialAttr.CANDIDATE in t.user_attrs and _feasible(t, declared)]
     if not competing or not objectives:
         return []
     values = np.array([t.values for t in competing], dtype=np.float64)
@@ -255,7 +258,7 @@ def _feasible(trial: optuna.trial.FrozenTrial, declared: Sequence[str]) -> bool:
 def _plan_seed(trial: optuna.trial.FrozenTrial, space: SearchSpace, profile: HardwareProfile,
                capabilities: bool, where: str) -> tuple[Seed | None, str]:
     """The trial's configuration as a seed of ``profile``'s study, or why it cannot be one."""
-    candidate = Candidate.from_dict(dict(trial.user_attrs["candidate"]))
+    candidate = Candidate.from_dict(dict(trial.user_attrs[TrialAttr.CANDIDATE]))
     try:
         point = BaselineSpec.model_validate({
             "arch": candidate.arch, "backend": candidate.backend or None,

@@ -15,6 +15,7 @@ import optuna
 from optuna.trial import TrialState
 
 from dse.metrics import METRICS
+from dse.trial_record import StudyAttr, TrialAttr
 
 EXAMPLE_OBJECTIVES = ("accuracy", "latency_p99_ms")
 EXAMPLE_CONSTRAINT = "process_rss_peak_mb <= 4096"
@@ -28,9 +29,9 @@ def campaign_study(name: str, objectives: Sequence[str], constraints: Sequence[s
     study = optuna.create_study(
         storage=storage, study_name=name,
         directions=[METRICS[o].direction.value for o in objectives])
-    study.set_user_attr("campaign", name)
-    study.set_user_attr("objectives", list(objectives))
-    study.set_user_attr("constraints", list(constraints))
+    study.set_user_attr(StudyAttr.CAMPAIGN, name)
+    study.set_user_attr(StudyAttr.OBJECTIVES, list(objectives))
+    study.set_user_attr(StudyAttr.CONSTRAINTS, list(constraints))
     return study
 
 
@@ -42,14 +43,15 @@ def record_trial(study: optuna.Study, candidate: Mapping[str, Any], *,
     """Add one finished or in-flight trial; returns its number. A COMPLETE trial's values are
     its metrics for the study's objectives, in objective order."""
     metrics = dict(metrics or {})
-    attrs: dict[str, Any] = {"candidate": dict(candidate),
-                             "candidate_id": _fake_id(candidate)}
+    attrs: dict[str, Any] = {TrialAttr.CANDIDATE: dict(candidate),
+                             TrialAttr.CANDIDATE_ID: _fake_id(candidate)}
     if status is not None:
-        attrs.update(status=status, reason=reason, metrics=metrics, missing={})
+        attrs.update({TrialAttr.STATUS: status, TrialAttr.REASON: reason,
+                      TrialAttr.METRICS: metrics, TrialAttr.MISSING: {}})
     attrs.update(extra_attrs or {})
     values = None
     if state is TrialState.COMPLETE:
-        values = [metrics[name] for name in study.user_attrs["objectives"]]
+        values = [metrics[name] for name in study.user_attrs[StudyAttr.OBJECTIVES]]
     study.add_trial(optuna.trial.create_trial(
         state=state, values=values, user_attrs=attrs,
         constraints=dict(constraints) if constraints else None))
@@ -100,7 +102,7 @@ def example_study(storage: str | optuna.storages.BaseStorage | None = None,
     record_trial(study, candidate(ort, "int8", 0.5, 1), state=TrialState.FAIL, status="failed",
                  reason="latency_p99_ms not measured: timeout", metrics={"accuracy": 0.8})
     record_trial(study, candidate(torch, "fp32", 1.0, "auto"), metrics=measured(0.88, 3.0, 600),
-                 constraints=bound(600), extra_attrs={"reused_from": 3})
+                 constraints=bound(600), extra_attrs={TrialAttr.REUSED_FROM: 3})
     return study
 
 

@@ -37,7 +37,7 @@ def recorded(tmp_path: Path) -> Path:
             ({"status": "failed", "reason": "RuntimeError: the runner crashed\nat line 2"},
              failed, None),
             ({"status": "ok", "fidelity": "screen",
-              "screen_verdict": "dominated by trial 0 on the front"},
+              "provenance": {"screen_verdict": "dominated by trial 0 on the front"}},
              optuna.trial.TrialState.COMPLETE, [0.5, 1.0])]:
         study.add_trial(optuna.trial.create_trial(
             state=state, values=values, user_attrs={"candidate": CANDIDATE, **attrs}))

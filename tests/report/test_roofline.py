@@ -10,7 +10,6 @@ import optuna
 import pytest
 
 from dse.report.roofline import (
-    DEVICE_PEAKS_ATTR,
     compute_peaks,
     roofline_figure,
     roofline_info,
@@ -19,6 +18,7 @@ from dse.results import front_frame, trials_frame
 from dse.search import study as study_module
 from dse.spec import HardwareProfile
 from dse.testing import EXAMPLE_OBJECTIVES, campaign_study, candidate, example_study, record_trial
+from dse.trial_record import StudyAttr
 
 OBJECTIVES = list(EXAMPLE_OBJECTIVES)
 GPU = HardwareProfile(
@@ -34,7 +34,7 @@ def device_study(device: str, points: list[tuple[str, float, float, float, float
     study = campaign_study(f"r@{device}", OBJECTIVES)
     study.set_user_attr("device_profile", device)
     if peaks is not None:
-        study.set_user_attr(DEVICE_PEAKS_ATTR, peaks)
+        study.set_user_attr(StudyAttr.DEVICE_PEAKS, peaks)
     for precision, accuracy, p99, intensity, rate in points:
         record_trial(study, {**candidate("onnxruntime", precision, accuracy, 1),
                              "device_profile": device},
@@ -61,7 +61,7 @@ def test_opening_a_campaign_stores_the_peaks_on_its_study(tiny_campaign: Path) -
 
     experiment = load_experiment_files(tiny_campaign)
     studies = study_module.open_experiment_studies(experiment)
-    stored = studies["local-cpu"].user_attrs[DEVICE_PEAKS_ATTR]
+    stored = studies["local-cpu"].user_attrs[StudyAttr.DEVICE_PEAKS]
     assert stored == study_module.device_peaks(experiment.devices[0])
     assert stored["peak_gflops"] is None and stored["kind"] == "cpu"
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dse.columns import NON_OK_ON_FRONT_ATTR
 from dse.results import competing_mask, front_frame, has_unclean, quality_summary, trials_frame
 from dse.testing import campaign_study, candidate, record_trial
+from dse.trial_record import StudyAttr
 
 OBJECTIVES = ["accuracy", "latency_p99_ms"]
 
@@ -12,7 +12,7 @@ OBJECTIVES = ["accuracy", "latency_p99_ms"]
 def _study(allow: bool | None) -> object:
     study = campaign_study("q", OBJECTIVES)
     if allow is not None:
-        study.set_user_attr(NON_OK_ON_FRONT_ATTR, allow)
+        study.set_user_attr(StudyAttr.NON_OK_ON_FRONT, allow)
     provenance = {"remeasures": "0"}
     # Trial 0: clean. Trial 1: faster and as accurate, but disturbed (re-measured twice).
     record_trial(study, candidate("onnxruntime", "fp32", 1.0, 1),

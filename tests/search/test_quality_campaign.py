@@ -10,11 +10,12 @@ from typer.testing import CliRunner
 
 from dse.api import load_experiment
 from dse.cli import app
-from dse.columns import SLOWER_LOOK_COLUMN, competing_mask
+from dse.columns import competing_mask
 from dse.metrics import metric
 from dse.report.dashboard import dashboard_info
 from dse.results import load_campaign
 from dse.search.second_looks import look_is_slower
+from dse.trial_record import TrialAttr
 from tests.conftest import tiny_experiment_text
 
 # Two milliseconds of timing, never extended: no run reaches the 368 calls a p99 interval needs,
@@ -121,9 +122,9 @@ def test_clean_trials_near_the_front_get_a_second_look_and_the_faster_competes(
     for _, look in looks.iterrows():
         first = firsts.loc[int(look["second_look_of"])]
         if first["measurement_quality"] != "ok" or look["measurement_quality"] != "ok":
-            assert not bool(look.get(SLOWER_LOOK_COLUMN, False) is True)
+            assert not bool(look.get(TrialAttr.SLOWER_THAN_FIRST, False) is True)
             continue
         # Of two clean looks exactly one competes: the faster, by the timing objectives.
         slower = look_is_slower(list(look[columns]), list(first[columns]), objectives)
-        assert bool(look.get(SLOWER_LOOK_COLUMN) is True) == slower
+        assert bool(look.get(TrialAttr.SLOWER_THAN_FIRST) is True) == slower
         assert look["trial"] not in competing if slower else first.name not in competing

@@ -9,12 +9,12 @@ import optuna
 from optuna.trial import TrialState
 
 from dse.campaign_setup import campaign_finished, resume_notice
-from dse.columns import NON_OK_ON_FRONT_ATTR, SLOWER_LOOK_COLUMN
 from dse.results import front_frame, quality_summary, trials_frame
 from dse.search.device_search import _requeue_once, counts_toward_budget
 from dse.search.second_looks import look_is_slower, outranked, pending_second_looks
 from dse.search.study import StudyProgress
 from dse.testing import campaign_study, candidate, record_trial
+from dse.trial_record import StudyAttr, TrialAttr
 
 OBJECTIVES = ["accuracy", "latency_p50_ms"]
 
@@ -60,7 +60,7 @@ def test_the_most_promising_unclean_trials_are_owed_one_second_look_each() -> No
     _trial(study, 1.5, 0.85, 1.5, "imprecise", second_look_of=4, interrupted=True)
     assert [t.number for t in pending_second_looks(study, OBJECTIVES, 3)] == [4, 2]
     # A campaign that lets unclean trials on the front needs none.
-    study.set_user_attr(NON_OK_ON_FRONT_ATTR, True)
+    study.set_user_attr(StudyAttr.NON_OK_ON_FRONT, True)
     assert pending_second_looks(study, OBJECTIVES, 8) == []
 
 
@@ -96,7 +96,7 @@ def test_a_clean_second_look_competes_in_place_of_its_first() -> None:
 
     # Where unclean trials may be on the front, the first is superseded all the same: the front
     # lists each configuration once, by its latest measurement.
-    study.set_user_attr(NON_OK_ON_FRONT_ATTR, True)
+    study.set_user_attr(StudyAttr.NON_OK_ON_FRONT, True)
     front = front_frame(trials_frame(study), OBJECTIVES)
     assert look in set(front["trial"]) and 2 not in set(front["trial"])
     assert 3 in set(front["trial"])  # no second look: its unclean value stands
@@ -113,10 +113,10 @@ def test_a_second_look_that_failed_leaves_its_first_where_it_was() -> None:
     record_trial(study, candidate("onnxruntime", "fp32", 2.0, 1), status="failed",
                  reason="the device went away", state=TrialState.FAIL,
                  extra_attrs={"candidate_id": "w2.0", "second_look_of": 3})
-    study.set_user_attr(NON_OK_ON_FRONT_ATTR, True)
+    study.set_user_attr(StudyAttr.NON_OK_ON_FRONT, True)
     assert 3 in set(front_frame(trials_frame(study), OBJECTIVES)["trial"])
     # It was taken (not interrupted): 3 is owed nothing more.
-    study.set_user_attr(NON_OK_ON_FRONT_ATTR, False)
+    study.set_user_attr(StudyAttr.NON_OK_ON_FRONT, False)
     assert 3 not in [t.number for t in pending_second_looks(study, OBJECTIVES, 8)]
 
 
@@ -191,10 +191,10 @@ def test_of_two_clean_looks_the_faster_competes() -> None:
     faster = _trial(study, 0.6, 0.8, 0.45, "ok", second_look_of=2)
     # 1's look read slower: it is marked, and 1 keeps its place.
     slower = _trial(study, 0.5, 0.8, 0.7, "ok", second_look_of=1,
-                    **{SLOWER_LOOK_COLUMN: True})
+                    **{TrialAttr.SLOWER_THAN_FIRST: True})
     trials = trials_frame(study)
-    assert trials[SLOWER_LOOK_COLUMN].sum() == 1
-    assert bool(trials.set_index("trial").loc[slower, SLOWER_LOOK_COLUMN])
+    assert trials[TrialAttr.SLOWER_THAN_FIRST].sum() == 1
+    assert bool(trials.set_index("trial").loc[slower, TrialAttr.SLOWER_THAN_FIRST])
     front = set(front_frame(trials, OBJECTIVES)["trial"])
     assert front == {0, faster}
     assert outranked(study.get_trials()) == {2, slower}

@@ -21,14 +21,21 @@ of disturbed windows is printed.
 A cell is ok when it builds, runs and passes fidelity: top-1 agreement with the fp32 reference of
 at least FIDELITY_FLOOR on the validation batch.
 
-Run: ``.venv/bin/python benchmarks/backends_matrix.py [--tuning-trials N] [--rounds R]``. Ends with
-``BENCH backend_cells_ok``, ``BENCH tvm_tuning_speedup`` (p50 untuned / p50 tuned, median over the
-models) and ``BENCH best_vs_ort_fp32_<model>`` (best p50 of any cell / ONNX Runtime fp32).
+Run: ``.venv/bin/python benchmarks/backends_matrix.py [--tuning-trials N] [--rounds R] [--quick]``.
+Ends with ``BENCH backend_cells_ok``, ``BENCH tvm_tuning_speedup`` (p50 untuned / p50 tuned, median
+over the models; nan when TVM is not installed) and ``BENCH best_vs_ort_fp32_<model>`` (best p50 of
+any cell / ONNX Runtime fp32) for each model.
+
+``--quick`` checks that it runs: ONNX Runtime fp32 (the reference every model's line divides
+by) on every model, one epoch of training, one round of timing in shorter windows
+(QUICK_WINDOW_S). No TVM: MetaSchedule tunes for tens of seconds even at two trials, so
+``tvm_tuning_speedup`` reads nan.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import tempfile
@@ -47,6 +54,10 @@ PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 # The edge runtimes once more at fp32 without their XNNPACK delegate: what the delegate buys.
 WITHOUT_DELEGATE = {"litert": ("xnnpack", "litert-builtin"),
                     "executorch": ("delegate", "executorch-portable")}
+MODELS = ("cnn", "transformer", "onnx_file")
+BENCH_NAMES = ("backend_cells_ok", "tvm_tuning_speedup", "best_vs_ort_fp32_cnn",
+               "best_vs_ort_fp32_transformer", "best_vs_ort_fp32_onnx_file")
+QUICK_WINDOW_S = 0.3
 
 
 @dataclass
@@ -74,18 +85,19 @@ class Cell:
         return statistics.median(self.p50s)
 
 
-def models() -> dict[str, dict[str, Any]]:
+def models(quick: bool = False) -> dict[str, dict[str, Any]]:
+    """Each model's family, architecture, source and training (quick: one epoch)."""
     from dse.models import cnn, transformer
     from dse.models.sources import file_sha256
     from dse.spec import TrainingSpec
 
     return {
         "cnn": {"family": "cnn", "arch": dict(cnn.DEFAULT_ARCH), "model": {},
-                "training": TrainingSpec(epochs=8, batch_size=128, learning_rate=0.02, seed=0,
-                                         threads=1)},
+                "training": TrainingSpec(epochs=1 if quick else 8, batch_size=128,
+                                         learning_rate=0.02, seed=0, threads=1)},
         "transformer": {"family": "transformer", "arch": dict(transformer.DEFAULT_ARCH), "model": {},
-                        "training": TrainingSpec(epochs=10, batch_size=64, learning_rate=0.003,
-                                                 seed=0, threads=1)},
+                        "training": TrainingSpec(epochs=1 if quick else 10, batch_size=64,
+                                                 learning_rate=0.003, seed=0, threads=1)},
         "onnx_file": {"family": f"onnx:{ONNX_FILE}", "arch": {},
                       "model": {"onnx": str(ONNX_FILE), "dataset": "digits",
                                 "sha256": file_sha256(ONNX_FILE)},
@@ -136,6 +148,11 @@ def cells_for(model: str, backends: list[str], tuning_trials: int) -> list[Cell]
     return cells
 
 
+def quick_cells(cells: list[Cell]) -> list[Cell]:
+    """What ``--quick`` keeps: ONNX Runtime fp32, the reference of every model's BENCH line."""
+    return [cell for cell in cells if (cell.backend, cell.precision) == ("onnxruntime", "fp32")]
+
+
 def prepare(cell: Cell, spec: dict[str, Any], cache: Path) -> None:
     from dse.backends import get_backend
     from dse.candidate import Candidate
@@ -161,11 +178,11 @@ def prepare(cell: Cell, spec: dict[str, Any], cache: Path) -> None:
 WINDOWS = {"clean": 0, "disturbed": 0}
 
 
-def time_cell(cell: Cell) -> None:
+def time_cell(cell: Cell, max_seconds: float | None) -> None:
     from watched_timing import watched_latency
 
     runner, example = cell.runner, cell.example
-    stats, verdict = watched_latency(lambda: runner.run(example))
+    stats, verdict = watched_latency(lambda: runner.run(example), max_seconds)
     WINDOWS["disturbed" if verdict else "clean"] += 1
     cell.p50s.append(stats.p50_ms)
     cell.intervals.append(stats.p50_ci_ms)
@@ -198,8 +215,8 @@ def report(cells: list[Cell], tuning_trials: int) -> None:
             speedups.append(untuned.p50 / tuned.p50)
             print(f"tvm {model}: untuned {untuned.p50:.4f} ms, tuned ({tuning_trials} trials) "
                   f"{tuned.p50:.4f} ms: {untuned.p50 / tuned.p50:.3f}x")
-    if speedups:
-        print(f"BENCH tvm_tuning_speedup {statistics.median(speedups):.3f}")
+    # nan: no model had both TVM cells (TVM not installed, or a cell failed).
+    print(f"BENCH tvm_tuning_speedup {statistics.median(speedups) if speedups else math.nan:.3f}")
     for model in dict.fromkeys(cell.model for cell in cells):
         mine = [c for c in cells if c.model == model and c.ok]
         reference = next((c for c in mine if (c.label, c.precision) == ("onnxruntime", "fp32")), None)
@@ -215,16 +232,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tuning-trials", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=ROUNDS)
-    parser.add_argument("--models", default="cnn,transformer,onnx_file")
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--quick", action="store_true",
+                        help="ONNX Runtime fp32 on every model, one epoch, one round "
+                             "(--rounds, --models ignored)")
     args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.models = 1, ",".join(MODELS)
+    window = QUICK_WINDOW_S if args.quick else None
     warnings.filterwarnings("ignore")
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     backends = installed_backends()
-    specs = models()
+    specs = models(args.quick)
     cells: list[Cell] = []
     with tempfile.TemporaryDirectory(prefix="dse-backends-matrix-") as scratch:
         for model in args.models.split(","):
-            for cell in cells_for(model, backends, args.tuning_trials):
+            wanted = cells_for(model, backends, args.tuning_trials)
+            for cell in quick_cells(wanted) if args.quick else wanted:
                 start = time.perf_counter()
                 prepare(cell, specs[model], Path(scratch))
                 print(f"built {model} {cell.label} {cell.precision} in "
@@ -234,7 +258,7 @@ def main() -> None:
         built = [cell for cell in cells if cell.runner is not None]
         for index in range(args.rounds):
             for cell in built:
-                time_cell(cell)
+                time_cell(cell, window)
             print(f"round {index + 1} of {args.rounds} timed", flush=True)
         for cell in built:
             cell.runner.close()

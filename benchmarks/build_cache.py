@@ -5,11 +5,18 @@ one cache folder. The second study is seeded with the first study's candidates (
 same order), so both runs measure the same configurations and only the cache differs. Ray is
 restarted between the runs so neither pays its start-up alone.
 
-Run: ``.venv/bin/python benchmarks/build_cache.py``. Ends with ``BENCH cache_speedup <first/second>``.
+Run: ``.venv/bin/python benchmarks/build_cache.py [--quick]``. Ends with ``BENCH cache_speedup
+<first/second>`` and ``BENCH cache_rebuilds <measured trials of the second run that trained or
+built anything>`` (target 0).
+
+``--quick``: a space of one architecture trained for one epoch, ONNX Runtime fp32 at
+QUICK_TRIALS batch sizes (QUICK_SPACE), no second looks, and one Ray for both runs (the second
+pays no start-up: its speed-up means nothing; the rebuild count still does).
 """
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 import time
 from pathlib import Path
@@ -17,37 +24,73 @@ from pathlib import Path
 import optuna
 
 REPO = Path(__file__).resolve().parents[1]
+# Its quick mode runs real campaigns (Ray, training, measuring): tens of seconds, too many for
+# CI's budget of all quick modes (benchmarks/quick.py; docs/benchmarks.md has the times).
+QUICK_IN_CI = False
+TRIALS, QUICK_TRIALS = 32, 2
+BENCH_NAMES = ("cache_speedup", "cache_rebuilds")
 
 
-def experiment_text(name: str, trials: int) -> str:
+QUICK_SPACE = """\
+name: cache-quick
+model:
+  family: cnn
+  dataset: digits
+  arch: {num_stages: [1], depth: [1], width_mult: [0.5], kernel_size: [3], expand_ratio: [2]}
+training: {epochs: 1, batch_size: 128, seed: 0}
+deployment:
+  backends:
+    onnxruntime: {knobs: {intra_op_threads: [1]}}
+  precisions: [fp32]
+  batch_sizes: [1, 8]
+objectives:
+  - metric: accuracy
+  - metric: latency_p50_ms
+"""
+
+
+def experiment_text(name: str, trials: int, space: Path) -> str:
+    quick = space.name == "quick-space.yaml"
+    sampler = "{name: grid}" if quick else "{name: tpe, seed: 0, startup_trials: 12}"
+    extra = ", second_looks: 0" if quick else ""
     return f"""\
 name: {name}
-search_space: {REPO / 'search_spaces/cnn-digits.yaml'}
+search_space: {space}
 devices: [{REPO / 'hw_profiles/local-cpu.yaml'}]
-sampler: {{name: tpe, seed: 0, startup_trials: 12}}
+sampler: {sampler}
 budget: {{trials: {trials}}}
-measurement: {{warmup_max_seconds: 0.5, min_iters: 30, min_seconds: 0.3, max_seconds: 1.0}}
+measurement: {{warmup_max_seconds: 0.5, min_iters: 30, min_seconds: 0.3, max_seconds: 1.0{extra}}}
 runs_dir: runs
 dashboards_dir: dashboards
 cache_dir: cache
 """
 
 
-def main(trials: int = 32) -> None:
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_TRIALS} trials, one Ray for both runs")
+    quick = parser.parse_args().quick
+    trials = QUICK_TRIALS if quick else TRIALS
     from dse.api import load_experiment, run_campaign
     from dse.farm.cluster import shutdown
     from dse.search.study import open_study
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        space = REPO / "search_spaces" / "cnn-digits.yaml"
+        if quick:
+            space = folder / "quick-space.yaml"
+            space.write_text(QUICK_SPACE)
         first_path, second_path = folder / "first.yaml", folder / "second.yaml"
-        first_path.write_text(experiment_text("cache-cold", trials))
-        second_path.write_text(experiment_text("cache-warm", trials))
+        first_path.write_text(experiment_text("cache-cold", trials, space))
+        second_path.write_text(experiment_text("cache-warm", trials, space))
 
         start = time.perf_counter()
         cold = run_campaign(first_path, report=False)
         cold_seconds = time.perf_counter() - start
-        shutdown()
+        if not quick:
+            shutdown()
 
         warm_experiment = load_experiment(second_path)
         study = open_study(warm_experiment.run_dir, warm_experiment.name, warm_experiment.space,

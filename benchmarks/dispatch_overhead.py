@@ -10,7 +10,9 @@ submitting a trial and holding its result, beyond the device's own time, is the 
 Prints per-trial figures and ends with ``BENCH dispatch_ms <median overhead per trial, ms>``
 (target: under 5 ms) and ``BENCH dispatch_ratio <farm time per trial / in-process>``.
 
-    .venv/bin/python benchmarks/dispatch_overhead.py [--devices 8] [--trials 400]
+    .venv/bin/python benchmarks/dispatch_overhead.py [--devices 8] [--trials 400] [--quick]
+
+``--quick``: QUICK_DEVICES devices, QUICK_TRIALS trials.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from dse.measurement import Measurement
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 
 DEVICE_SECONDS = 0.05
+QUICK_DEVICES, QUICK_TRIALS = 2, 20
+BENCH_NAMES = ("dispatch_ms", "dispatch_ratio")
 PROFILE = HardwareProfile(name="sim", kind="cpu", backends=["onnxruntime"], precisions=["fp32"])
 ARCH = {"num_stages": 1, "depth": 1, "width_mult": 0.5, "kernel_size": 3, "expand_ratio": 2}
 
@@ -111,7 +115,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--trials", type=int, default=400)
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_DEVICES} devices, "
+                        f"{QUICK_TRIALS} trials (--devices, --trials ignored)")
     args = parser.parse_args()
+    if args.quick:
+        args.devices, args.trials = QUICK_DEVICES, QUICK_TRIALS
 
     reference = in_process(40)
     overheads, device_time_per_trial = farm(args.devices, args.trials)

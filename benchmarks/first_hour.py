@@ -25,7 +25,9 @@ included), then
     BENCH validate_cold_seconds <median of validate_cold>
     BENCH finished_campaign_seconds <median of finished>  (target 2)
 
-Usage: .venv/bin/python benchmarks/first_hour.py [--rounds N]
+Usage: .venv/bin/python benchmarks/first_hour.py [--rounds N] [--quick]
+
+``--quick``: one round, and only QUICK_FILES validated (an experiment, its space and profile).
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ ROUNDS = 7
 SHIPPED = ("search_spaces/*.yaml", "hw_profiles/*.yaml", "hw_profiles/replay/*.yaml",
            "experiments/*.yaml")
 TARGETS = {"validate": 3.0, "validate_cold": 3.0, "finished": 2.0}
+# Its quick mode runs real campaigns (Ray, training, measuring): tens of seconds, too many for
+# CI's budget of all quick modes (benchmarks/quick.py; docs/benchmarks.md has the times).
+QUICK_IN_CI = False
+QUICK_FILES = ("experiments/quickstart.yaml",)
+BENCH_NAMES = ("validate_seconds", "validate_cold_seconds", "finished_campaign_seconds")
 
 
 def write_campaign(root: Path) -> Path:
@@ -112,10 +119,14 @@ def _started_ray(ray_root: Path) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--quick", action="store_true",
+                        help=f"one round, validating {', '.join(QUICK_FILES)} only")
     args = parser.parse_args()
     files = [str(p.relative_to(REPO)) for pattern in SHIPPED for p in sorted(REPO.glob(pattern))]
+    if args.quick:
+        args.rounds, files = 1, list(QUICK_FILES)
     # Short: Ray's socket paths under its temp root must fit in 107 characters.
     work = Path(tempfile.mkdtemp(prefix="dse-fh-", dir="/tmp"))
     try:

@@ -10,8 +10,14 @@ infeasible with their reason where their runtime is missing). Then:
   runs where one's p50 lies inside the other's reported 95% interval;
 - energy: the NVML energy counter against integrated power over one loaded window (done-when 6).
 
-Run: ``python benchmarks/gpu_worker_check.py [--profile hw_profiles/h200.yaml]``. On a machine
-without CUDA it says so and exits 0 (nothing to measure). Ends with ``BENCH`` lines.
+Run: ``python benchmarks/gpu_worker_check.py [--profile hw_profiles/h200.yaml] [--quick]``. On a
+machine without CUDA it prints ``SKIP`` and why, and exits 0 (nothing to measure). Ends with
+``BENCH gpu_repeat_coverage_b256``, ``BENCH gpu_repeat_coverage_b4096``, ``BENCH
+gpu_energy_counter_vs_integrated`` (|counter / integrated power - 1|) and ``BENCH
+gpu_energy_source_counter`` (1 when NVML's energy counter was read).
+
+``--quick``: QUICK_GRID only, one epoch of training, shorter windows, QUICK_REPEATS runs per
+reproducibility candidate, a short sustained run and energy window.
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ GRID = ([("torch", precision, 1) for precision in PRECISIONS]
         + [(backend, precision, 256) for backend in ("torch", "torch_compile") for precision in PRECISIONS]
         + [("onnxruntime_cuda", "fp32", 256), ("onnxruntime_tensorrt", "fp16", 256),
            ("tensorrt", "fp16", 256)])
+QUICK_GRID = [("torch", "fp32", 1), ("torch", "bf16", 256)]
+REPEATS, QUICK_REPEATS = 5, 2
+BENCH_NAMES = ("gpu_repeat_coverage_b256", "gpu_repeat_coverage_b4096",
+               "gpu_energy_counter_vs_integrated", "gpu_energy_source_counter")
 
 
 def _fmt(metrics: dict[str, float], name: str, spec: str = ".4f") -> str:
@@ -71,8 +81,9 @@ def repeat_coverage(runs: list[dict[str, float]], label: str) -> float:
     return held / len(pairs)
 
 
-def energy_agreement() -> tuple[float, float, str]:
-    """Energy per matmul over one loaded 3 s window: (from the counter, from integrated power)."""
+def energy_agreement(seconds: float = 3.0) -> tuple[float, float, str]:
+    """Energy per matmul over one loaded window of ``seconds``: (from the counter, from
+    integrated power)."""
     import torch
 
     from dse.measure.telemetry import Window
@@ -97,7 +108,7 @@ def energy_agreement() -> tuple[float, float, str]:
     load(1.5)  # NVML's power is a 1 s average from Ampere on: start the window loaded
     probe.start()
     start = time.time()
-    done = load(3.0)
+    done = load(seconds)
     end = time.time()
     trace = probe.stop()
     window = Window(start, end, inferences=done)
@@ -118,30 +129,35 @@ def main() -> None:
     warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--profile", type=Path, default=Path("hw_profiles/h200.yaml"))
+    parser.add_argument("--quick", action="store_true",
+                        help="two candidates, short windows, two repeats")
     args = parser.parse_args()
     import torch
 
     if not torch.cuda.is_available():
-        print("no CUDA device (torch reports none): nothing to measure here")
+        print("SKIP no CUDA device (torch reports none): nothing to measure here")
         return
     from dse.farm.worker import DeviceWorker
     from dse.measure.provenance import cuda_provenance
 
     print(cuda_provenance())
     profile = load_profile(args.profile)
-    training = TrainingSpec(epochs=3, threads=8)
-    measure = MeasureSpec(max_seconds=2.0, warmup_max_seconds=0.5)
+    training = TrainingSpec(epochs=1 if args.quick else 3, threads=8)
+    seconds = 0.5 if args.quick else 2.0
+    measure = MeasureSpec(max_seconds=seconds, warmup_max_seconds=0.5)
+    repeats = QUICK_REPEATS if args.quick else REPEATS
     with tempfile.TemporaryDirectory() as cache:
         worker = DeviceWorker(profile, cache)
         statuses: dict[str, int] = {}
-        for backend, precision, batch in GRID:
+        for backend, precision, batch in QUICK_GRID if args.quick else GRID:
             candidate = Candidate("cnn", ARCH, precision, batch, backend, device_profile=profile.name)
             start = time.perf_counter()
             result = worker.evaluate(candidate, training, measure)
             statuses[result.status] = statuses.get(result.status, 0) + 1
             report(f"{backend}/{precision}/b{batch} ({time.perf_counter() - start:.1f}s)", result)
 
-        sustained = MeasureSpec(max_seconds=2.0, warmup_max_seconds=0.5, sustained_seconds=8.0)
+        sustained = MeasureSpec(max_seconds=seconds, warmup_max_seconds=0.5,
+                                sustained_seconds=2.0 if args.quick else 8.0)
         heavy = Candidate("cnn", ARCH, "fp32", 4096, "torch", device_profile=profile.name)
         result = worker.evaluate(heavy, training, sustained)
         report("sustained torch/fp32/b4096", result)
@@ -151,10 +167,10 @@ def main() -> None:
         # Launch-bound (batch 256: ~1 ms of mostly host work) and GPU-bound (batch 4096).
         repro = {batch: [worker.evaluate(Candidate("cnn", ARCH, "fp32", batch, "torch",
                                                    device_profile=profile.name),
-                                         training, measure).metrics for _ in range(5)]
+                                         training, measure).metrics for _ in range(repeats)]
                  for batch in (256, 4096)}
     coverage = {batch: repeat_coverage(runs, f"b{batch}") for batch, runs in repro.items()}
-    counter, integrated, source = energy_agreement()
+    counter, integrated, source = energy_agreement(1.0 if args.quick else 3.0)
     deviation = abs(counter / integrated - 1) if integrated and math.isfinite(integrated) else math.nan
     print(f"statuses {statuses}")
     print(f"BENCH gpu_repeat_coverage_b256 {coverage[256]:.3f}")

@@ -36,8 +36,12 @@
 
 Run: ``.venv/bin/python benchmarks/measure_calibration.py [--runs 10] [--blocks 3]
 [--calibration-runs 10] [--calibration-gap 10] [--skip PART ...] [--quick]``. Ends with
-``BENCH`` lines. Busy-machine readings (other processes' CPU, steal) are printed beside each part:
-a noisy neighbour outside this VM shows in neither, only in the spread of the numbers.
+``BENCH`` lines (BENCH_NAMES; those of a part left out with ``--skip`` are not printed).
+``--quick`` checks that every part runs (QUICK: short calibration windows, one artifact run
+twice, three windows, campaigns of one trial, the slow part's trained one epoch on a core not
+shared; parts 5 and 6 in their own quick modes); its figures mean nothing. Busy-machine readings
+(other processes' CPU, steal) are printed beside each part: a noisy neighbour outside this VM
+shows in neither, only in the spread of the numbers.
 """
 
 from __future__ import annotations
@@ -48,12 +52,14 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +78,39 @@ BATCH = 32
 WINDOWS = 30
 HOG = "while True: pass"
 HOG_BURST_S = 10.0  # the hog of the front-under-load part: another job that comes and goes
+BENCH_NAMES = ("repeat_coverage", "seconds_per_candidate", "interference_recall",
+               "interference_false_alarm", "dirty_front_points", "front_jaccard",
+               "slow_cpu_failed_trials", "negative_or_absurd_bounds", "front_imprecise_points",
+               "slow_cpu_seconds", "vendor_harness_max_dev", "vendor_harness_max_dev_caller",
+               "duel_resolution_pct", "duel_wrong_order", "duel_seconds")
+# Its quick mode runs real campaigns (Ray, training, measuring): tens of seconds, too many for
+# CI's budget of all quick modes (benchmarks/quick.py; docs/benchmarks.md has the times).
+QUICK_IN_CI = False
+# Parts 5 and 6 are these scripts' own functions, run here (in their quick modes with --quick).
+PARTS = (("the runtime's own tool", "vendor_harness.py"), ("duels", "duel_resolution.py"))
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much each part measures."""
+
+    artifacts: tuple[str, ...]  # of ARTIFACTS: the repeat part's
+    windows: int  # the interference part's
+    window_s: tuple[float, float]  # min and max seconds of each interference window
+    front_trials: int  # each front campaign's budget
+    hog_after: int  # front: trials of the loaded campaign before its hog starts
+    measurement: str  # the front and slow campaigns' extra measurement settings (YAML)
+    slow_trials: int | None  # the slow part's budget (None: the quickstart's)
+    slow_epochs: int | None  # the slow part's training epochs (None: the space's)
+    slow_hog: bool  # whether a busy loop shares the slow part's core
+    calibration_s: float | None  # a cap on each calibration window (None: the default's)
+
+
+FULL = Sizes(tuple(ARTIFACTS), WINDOWS, (0.5, 1.0), 12, 6, "", None, None, True, None)
+# --quick checks that every part runs; its figures mean nothing. Its campaigns take no second
+# looks (each a measurement more) and train one epoch, and the slow part's core is not shared:
+# beside a busy loop every window is disturbed and waited out and measured again, minutes more.
+QUICK = Sizes(("ort-small",), 3, (0.2, 0.4), 1, 0, "second_looks: 0", 1, 1, False, 0.3)
 
 
 # ----------------------------------------------------------------------------- one run, in a child
@@ -120,7 +159,7 @@ def _one_run(kind: str, path: str, blocks: int, gap: float, floor_path: str) -> 
             "seconds": seconds, "cv": stats.between_run_cv}
 
 
-def _artifacts(folder: Path) -> dict[str, Path]:
+def _artifacts(folder: Path, names: tuple[str, ...]) -> dict[str, Path]:
     import torch
 
     from dse.build.export import export_onnx
@@ -128,7 +167,8 @@ def _artifacts(folder: Path) -> dict[str, Path]:
 
     family = get_family("cnn")
     paths = {}
-    for name, (kind, arch) in ARTIFACTS.items():
+    for name in names:
+        kind, arch = ARTIFACTS[name]
         torch.manual_seed(0)
         model = family.build(arch).eval()
         if kind == "onnxruntime":
@@ -186,9 +226,10 @@ def _stop(hog: list[subprocess.Popen[bytes]]) -> None:
 
 
 # ------------------------------------------------------------------------------------------ parts
-def _calibrate(folder: Path, runs: int, gap_s: float) -> Path:
+def _calibrate(folder: Path, runs: int, gap_s: float, max_seconds: float | None = None) -> Path:
     """What ``dse calibrate`` does on the local device, before any artifact is measured: the
-    reference workloads (not the artifacts below) in fresh processes, with the default protocol."""
+    reference workloads (not the artifacts below) in fresh processes, with the default protocol
+    (``max_seconds``: a shorter cap on each window)."""
     from dse.farm.calibrate import calibrate_device
     from dse.measure.run_to_run import save
     from dse.spec import MeasureSpec
@@ -196,7 +237,8 @@ def _calibrate(folder: Path, runs: int, gap_s: float) -> Path:
 
     profile = load_profile(REPO / "hw_profiles" / "local-cpu.yaml")
     start = time.perf_counter()
-    found = calibrate_device(profile, MeasureSpec(), device="this machine", runs=runs, gap_s=gap_s)
+    spec = MeasureSpec() if max_seconds is None else MeasureSpec(max_seconds=max_seconds)
+    found = calibrate_device(profile, spec, device="this machine", runs=runs, gap_s=gap_s)
     path = folder / "run_to_run.json"
     save(found, path)
     print(f"calibration: {found.describe()}; {time.perf_counter() - start:.0f} s, once per device")
@@ -220,16 +262,18 @@ def _report(name: str, k: tuple[int, float], done: list[dict[str, Any]], key: st
 
 
 def repeat_part(runs: int, counts: list[tuple[int, float]], default: tuple[int, float],
-                calibration_runs: int, calibration_gap_s: float) -> tuple[float, float]:
+                calibration_runs: int, calibration_gap_s: float,
+                names: tuple[str, ...] = tuple(ARTIFACTS),
+                calibration_s: float | None = None) -> tuple[float, float]:
     results: dict[tuple[str, tuple[int, float]], list[dict[str, Any]]] = {
-        (name, k): [] for name in ARTIFACTS for k in counts}
+        (name, k): [] for name in names for k in counts}
     before = _cpu_busy()
     with tempfile.TemporaryDirectory() as tmp:
-        floor = _calibrate(Path(tmp), calibration_runs, calibration_gap_s)
-        paths = _artifacts(Path(tmp))
+        floor = _calibrate(Path(tmp), calibration_runs, calibration_gap_s, calibration_s)
+        paths = _artifacts(Path(tmp), names)
         for _ in range(runs):  # alternating: a slow minute of the host hits every artifact
             for k in counts:
-                for name in ARTIFACTS:
+                for name in names:
                     results[(name, k)].append(_child(name, paths[name], *k, floor))
     print(f"repeat: {_load_since(before)}")
     chosen = (0.0, 0.0)
@@ -238,10 +282,10 @@ def repeat_part(runs: int, counts: list[tuple[int, float]], default: tuple[int, 
                           ("ci", "with the calibrated run-to-run floor")):
             held = total = 0
             print(f"  {what}:")
-            for name in ARTIFACTS:
+            for name in names:
                 h, t = _report(name, k, results[(name, k)], key)
                 held, total = held + h, total + t
-            seconds = statistics.median(r["seconds"] for name in ARTIFACTS
+            seconds = statistics.median(r["seconds"] for name in names
                                         for r in results[(name, k)])
             print(f"  blocks {k[0]} gap {k[1]:g} s, {what}: coverage {held}/{total} = "
                   f"{held / total:.3f}, median seconds per candidate {seconds:.2f}")
@@ -259,7 +303,8 @@ def _marker(probe: Any, marks: list[float]) -> Any:
     return mark
 
 
-def interference_part(seed: int = 0) -> tuple[float, float]:
+def interference_part(seed: int = 0, windows: int = WINDOWS,
+                      window_s: tuple[float, float] = (0.5, 1.0)) -> tuple[float, float]:
     import onnxruntime as ort
 
     from dse.build.export import export_onnx
@@ -282,8 +327,8 @@ def interference_part(seed: int = 0) -> tuple[float, float]:
     probe = make_probe("cpu_interference")
     # A third of the windows quiet, a third with one busy loop beside the measurement (a free core
     # remains: not interference, and it must not be called so), a third with one on every CPU.
-    arms = ["quiet", "beside", "hog"] * (WINDOWS // 3 + 1)
-    arms = arms[:WINDOWS] if (os.cpu_count() or 1) > 1 else ["quiet", "hog"] * (WINDOWS // 2)
+    arms = ["quiet", "beside", "hog"] * (windows // 3 + 1)
+    arms = arms[:windows] if (os.cpu_count() or 1) > 1 else ["quiet", "hog"] * (windows // 2)
     random.Random(seed).shuffle(arms)
     latencies: dict[str, list[tuple[float, float]]] = {arm: [] for arm in set(arms)}
     flagged = dict.fromkeys(set(arms), 0)
@@ -292,8 +337,9 @@ def interference_part(seed: int = 0) -> tuple[float, float]:
                [subprocess.Popen([sys.executable, "-c", HOG])] if arm == "beside" else None)
         marks: list[float] = []
         try:
-            stats = measure_latency(lambda: session.run(None, feed), min_seconds=0.5,
-                                    max_seconds=1.0, blocks=3, required_quantiles=(0.5, 0.99),
+            stats = measure_latency(lambda: session.run(None, feed), min_seconds=window_s[0],
+                                    max_seconds=window_s[1], blocks=3,
+                                    required_quantiles=(0.5, 0.99),
                                     on_window=_marker(probe, marks))
             trace = probe.stop()
         finally:
@@ -317,13 +363,16 @@ def interference_part(seed: int = 0) -> tuple[float, float]:
             (flagged.get("quiet", 0) + flagged.get("beside", 0)) / negatives)
 
 
-def _front_campaign(folder: Path, name: str, hog_midway: bool,
-                    measurement: str = "") -> tuple[set[str], int, int]:
+def _front_campaign(folder: Path, name: str, hog_after: int | None, measurement: str = "",
+                    trials: int = 12) -> tuple[set[str], int, int]:
+    """One grid campaign; ``hog_after``: trials done before a hog of HOG_BURST_S starts (None:
+    quiet)."""
     experiment = folder / "experiments" / f"{name}.yaml"
     experiment.write_text(
         f"name: {name}\nsearch_space: ../search_spaces/onnx-file-example.yaml\n"
         "devices: [../hw_profiles/local-cpu.yaml]\nsampler: {name: grid, seed: 0}\n"
-        "budget: {trials: 12}\n" + (f"measurement: {measurement}\n" if measurement else ""))
+        f"budget: {{trials: {trials}}}\n"
+        + (f"measurement: {measurement}\n" if measurement else ""))
     process = subprocess.Popen([str(Path(sys.executable).parent / "dse"), "run", str(experiment)],
                                stdout=subprocess.PIPE, text=True, cwd=folder,
                                env={**os.environ, "COLUMNS": "200"})
@@ -335,10 +384,9 @@ def _front_campaign(folder: Path, name: str, hog_midway: bool,
     for line in process.stdout:
         if "duel" in line:
             duel_lines.append(line.strip())
-        if line.startswith("#"):
-            done += 1
-            if hog_midway and done == 6 and hog is None:
-                hog, started = _start_hog(), time.monotonic()
+        done += line.startswith("#")
+        if hog_after is not None and done >= hog_after and hog is None:
+            hog, started = _start_hog(), time.monotonic()
         if hog is not None and time.monotonic() - started > HOG_BURST_S:
             _stop(hog)  # checked as lines arrive: the burst may outlast its length a little
             hog = []
@@ -360,18 +408,23 @@ def _front_campaign(folder: Path, name: str, hog_midway: bool,
     return keys, dirty, unclean
 
 
-def front_part(measurement: str = "", keep: Path | None = None) -> tuple[int, float]:
+def front_part(measurement: str = "", keep: Path | None = None,
+               sizes: Sizes = FULL) -> tuple[int, float]:
     """Two runs of a grid campaign, quiet and with a hog midway (``measurement``: a YAML
     mapping given to both as their ``measurement:``, for a diagnosis; the defaults otherwise):
     the loaded run's front points not measured cleanly, and the two fronts' overlap. ``keep``:
     a new folder to run them in and leave behind (their run folders, for a diagnosis)."""
+    if sizes.measurement:  # the sizes' settings, inside the diagnosis's mapping if any
+        inner = measurement.strip().removeprefix("{").removesuffix("}").strip()
+        measurement = "{" + ", ".join(filter(None, (inner, sizes.measurement))) + "}"
     with tempfile.TemporaryDirectory() as tmp:
         folder = keep or Path(tmp)
         (folder / "experiments").mkdir(parents=True)
         for part in ("search_spaces", "hw_profiles"):
             shutil.copytree(REPO / part, folder / part)
-        quiet, _, _ = _front_campaign(folder, "quiet", False, measurement)
-        loaded, dirty, _ = _front_campaign(folder, "loaded", True, measurement)
+        quiet, _, _ = _front_campaign(folder, "quiet", None, measurement, sizes.front_trials)
+        loaded, dirty, _ = _front_campaign(folder, "loaded", sizes.hog_after, measurement,
+                                           sizes.front_trials)
     union = quiet | loaded
     return dirty, len(quiet & loaded) / len(union) if union else 1.0
 
@@ -382,7 +435,7 @@ def _pinned(command: list[str], core: int) -> list[str]:
     return ["taskset", "-c", str(core), *command]
 
 
-def slow_part(quick: bool) -> dict[str, float]:
+def slow_part(sizes: Sizes = FULL) -> dict[str, float]:
     """The quickstart campaign on one core shared with a busy loop (both pinned to CPU 0): a
     machine half as fast for everything dse runs, Ray included. Counts the trials that failed
     for sample counts (``slow_cpu_failed_trials``), every interval bound below 0 or below its
@@ -398,12 +451,18 @@ def slow_part(quick: bool) -> dict[str, float]:
             shutil.copytree(REPO / part, folder / part)
         (folder / "experiments").mkdir()
         text = (REPO / "experiments" / "quickstart.yaml").read_text()
-        if quick:
-            text = text.replace("trials: 32", "trials: 6").replace("startup_trials: 12",
-                                                                   "startup_trials: 4")
+        if sizes.slow_trials is not None:  # the quickstart's own YAML, its numbers replaced
+            text = text.replace("trials: 32", f"trials: {sizes.slow_trials}").replace(
+                "startup_trials: 12", f"startup_trials: {max(1, sizes.slow_trials // 2)}")
+        if sizes.measurement:
+            text = text.replace("measurement:\n", f"measurement:\n  {sizes.measurement}\n")
+        if sizes.slow_epochs is not None:
+            space = folder / "search_spaces" / "cnn-digits.yaml"
+            space.write_text(re.sub(r"epochs: \d+", f"epochs: {sizes.slow_epochs}",
+                                    space.read_text()))
         experiment = folder / "experiments" / "quickstart.yaml"
         experiment.write_text(text)
-        hog = subprocess.Popen(_pinned([sys.executable, "-c", HOG], 0))
+        hog = subprocess.Popen(_pinned([sys.executable, "-c", HOG], 0)) if sizes.slow_hog else None
         before = _cpu_busy()
         start = time.perf_counter()
         try:
@@ -412,7 +471,8 @@ def slow_part(quick: bool) -> dict[str, float]:
                                   cwd=folder, capture_output=True, text=True,
                                   env={**os.environ, "COLUMNS": "200"}, timeout=3600)
         finally:
-            _stop([hog])
+            if hog is not None:
+                _stop([hog])
         took = time.perf_counter() - start
         closing = [line for line in done.stdout.splitlines() if line.startswith("measurement:")]
         print(f"  quickstart on one shared core: exit {done.returncode} in {took:.0f} s; "
@@ -491,10 +551,12 @@ def main() -> None:
                         help="a new folder to run the front part's campaigns in and leave "
                              "behind (default: a temporary one)")
     parser.add_argument("--quick", action="store_true",
-                        help="a few minutes: fewer runs, windows and trials in every part")
+                        help="check that every part runs: one artifact, two runs, three "
+                             "windows, campaigns of two trials (see QUICK)")
     args = parser.parse_args()
+    sizes = QUICK if args.quick else FULL
     if args.quick:
-        args.runs, args.calibration_runs, args.calibration_gap = 3, 3, 1.0
+        args.runs, args.calibration_runs, args.calibration_gap = 2, 2, 0.0
     from dse.spec import MeasureSpec
 
     spec = MeasureSpec()
@@ -507,21 +569,22 @@ def main() -> None:
           f"default blocks {spec.blocks}, gap {spec.block_gap_s:g} s")
     if "repeat" not in args.skip:
         repeat, seconds = repeat_part(args.runs, counts, default, args.calibration_runs,
-                                      args.calibration_gap)
+                                      args.calibration_gap, sizes.artifacts,
+                                      sizes.calibration_s)
         print(f"BENCH repeat_coverage {repeat:.3f}")
         print(f"BENCH seconds_per_candidate {seconds:.2f}")
     if "interference" not in args.skip:
         before = _cpu_busy()
-        recall, false_alarm = interference_part()
+        recall, false_alarm = interference_part(windows=sizes.windows, window_s=sizes.window_s)
         print(f"interference: {_load_since(before)}")
         print(f"BENCH interference_recall {recall:.2f}")
         print(f"BENCH interference_false_alarm {false_alarm:.2f}")
     if "front" not in args.skip:
-        dirty, jaccard = front_part(args.front_measurement, args.front_keep)
+        dirty, jaccard = front_part(args.front_measurement, args.front_keep, sizes)
         print(f"BENCH dirty_front_points {dirty}")
         print(f"BENCH front_jaccard {jaccard:.2f}")
     if "slow" not in args.skip:
-        slow = slow_part(args.quick)
+        slow = slow_part(sizes)
         for name in ("slow_cpu_failed_trials", "negative_or_absurd_bounds",
                      "front_imprecise_points"):
             print(f"BENCH {name} {slow[name]}")

@@ -20,11 +20,15 @@ dse and each reference are measured in alternation, ROUNDS times each, and their
 the rounds compared: a shared VM changes speed for seconds at a time, and alternating cancels
 that drift instead of charging it to whichever ran second.
 
-Run: ``.venv/bin/python benchmarks/measure_fidelity.py``. Ends with ``BENCH`` lines.
+Run: ``.venv/bin/python benchmarks/measure_fidelity.py [--quick]`` (``--quick``: the small
+artifact only, one round, QUICK_REPEATS repeat runs, every window capped at QUICK_WINDOW_S).
+Ends with ``BENCH fidelity_max_dev`` (the largest |dse / reference - 1|), ``BENCH
+repeat_coverage`` and ``BENCH seconds_to_target`` (the median seconds one dse measurement took).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import tempfile
@@ -43,28 +47,32 @@ ARCHS = {
 }
 BATCH = 32
 ROUNDS = 3
+REPEATS, QUICK_REPEATS = 5, 2
+REFERENCE_S, QUICK_WINDOW_S = 0.5, 0.3
+BENCH_NAMES = ("fidelity_max_dev", "repeat_coverage", "seconds_to_target")
 
 
 WINDOWS = {"clean": 0, "disturbed": 0}
 
 
-def dse_p50(fn: Any) -> tuple[float, Any, float]:
-    """dse's p50 with the campaign's default protocol, inside a watched window."""
+def dse_p50(fn: Any, max_seconds: float | None) -> tuple[float, Any, float]:
+    """dse's p50 with the campaign's default protocol (``max_seconds``: a shorter cap), inside a
+    watched window."""
     from watched_timing import watched_latency
 
     start = time.perf_counter()
-    stats, verdict = watched_latency(fn)
+    stats, verdict = watched_latency(fn, max_seconds)
     cost = time.perf_counter() - start
     WINDOWS["disturbed" if verdict else "clean"] += 1
     return stats.p50_ms, stats, cost
 
 
-def torch_reference(infer: Any) -> tuple[float, int]:
+def torch_reference(infer: Any, seconds: float) -> tuple[float, int]:
     """blocked_autorange's median of block means (ms) and its block size."""
     import torch.utils.benchmark as benchmark
 
     timer = benchmark.Timer(stmt="infer()", globals={"infer": infer}, num_threads=THREADS)
-    measurement = timer.blocked_autorange(min_run_time=0.5)
+    measurement = timer.blocked_autorange(min_run_time=seconds)
     return float(measurement.median * 1000), int(measurement.number_per_run)
 
 
@@ -88,7 +96,7 @@ def torch_infer(model: Any, x: Any) -> Any:
     return infer
 
 
-def ort_reference_ms(session: Any, feed: dict[str, np.ndarray], seconds: float = 0.5) -> float:
+def ort_reference_ms(session: Any, feed: dict[str, np.ndarray], seconds: float) -> float:
     for _ in range(50):
         session.run(None, feed)
     samples = []
@@ -101,6 +109,15 @@ def ort_reference_ms(session: Any, feed: dict[str, np.ndarray], seconds: float =
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help=f"the small artifact, one round, {QUICK_REPEATS} repeat runs")
+    args = parser.parse_args()
+    archs = {"small": ARCHS["small"]} if args.quick else ARCHS
+    rounds = 1 if args.quick else ROUNDS
+    repeats = QUICK_REPEATS if args.quick else REPEATS
+    window = QUICK_WINDOW_S if args.quick else None
+    reference_s = QUICK_WINDOW_S if args.quick else REFERENCE_S
     warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
     import onnxruntime as ort
     import torch
@@ -117,13 +134,13 @@ def main() -> None:
     repro_session: Any = None
     repro_feed: dict[str, np.ndarray] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, arch in ARCHS.items():
+        for name, arch in archs.items():
             model = family.build(arch).eval()
             infer = torch_infer(model, x)
             ours, theirs, p50s = [], [], []
-            for _ in range(ROUNDS):
-                p50, stats, cost = dse_p50(infer)
-                reference, block = torch_reference(infer)
+            for _ in range(rounds):
+                p50, stats, cost = dse_p50(infer, window)
+                reference, block = torch_reference(infer, reference_s)
                 ours.append(median_of_block_means(stats.samples_ms, block))
                 theirs.append(reference)
                 p50s.append(p50)
@@ -143,21 +160,21 @@ def main() -> None:
             session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
             feed = {session.get_inputs()[0].name: x.numpy()}
             ours, theirs = [], []
-            for _ in range(ROUNDS):
-                p50, _, cost = dse_p50(lambda s=session, f=feed: s.run(None, f))
+            for _ in range(rounds):
+                p50, _, cost = dse_p50(lambda s=session, f=feed: s.run(None, f), window)
                 ours.append(p50)
-                theirs.append(ort_reference_ms(session, feed))
+                theirs.append(ort_reference_ms(session, feed, reference_s))
                 costs.append(cost)
             ratio = statistics.median(ours) / statistics.median(theirs)
             deviations.append(abs(ratio - 1))
             print(f"ort    {name:6s} dse p50 {statistics.median(ours):8.4f} ms  plain loop "
                   f"{statistics.median(theirs):8.4f} ms  ratio {ratio:.4f}")
-            if name == "medium":
+            if repro_session is None or name == "medium":
                 repro_session, repro_feed = session, feed
 
         runs = []
-        for _ in range(5):
-            p50, stats, cost = dse_p50(lambda: repro_session.run(None, repro_feed))
+        for _ in range(repeats):
+            p50, stats, cost = dse_p50(lambda: repro_session.run(None, repro_feed), window)
             runs.append(stats)
             costs.append(cost)
     for i, run in enumerate(runs):

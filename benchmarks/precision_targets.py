@@ -21,7 +21,7 @@ Others measure on this machine too; hold the lock:
 
     flock /tmp/dse-bench.lock .venv/bin/python benchmarks/precision_targets.py [--quick]
 
-``--quick``: the small and medium sizes at batch 1 and 32, one round (about a minute).
+``--quick``: the small size at batch 1 (two configurations), one round.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ SIZES = {
     "large": {"num_stages": 3, "depth": 3, "width_mult": 1.5, "kernel_size": 5, "expand_ratio": 6},
 }
 BATCHES = (1, 8, 32)
+BENCH_NAMES = ("precision_ok_share", "precision_remeasures", "precision_seconds")
 
 
 def _cpu_ticks() -> tuple[int, int]:
@@ -119,7 +120,7 @@ def _quantiles(values: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="4 sizes x batches, one round")
+    parser.add_argument("--quick", action="store_true", help="the small size at batch 1, one round")
     parser.add_argument("--rounds", type=int, default=None, help="rounds (default 2, 1 quick)")
     parser.add_argument("--targets", type=json.loads, default=None,
                         help="precision targets as JSON (default: the campaign's defaults)")
@@ -135,8 +136,8 @@ def main() -> None:
     if args.targets is not None:
         settings["precision"] = args.targets
     spec = MeasureSpec.model_validate(settings)
-    sizes = ["small", "medium"] if args.quick else list(SIZES)
-    batches = (1, 32) if args.quick else BATCHES
+    sizes = ["small"] if args.quick else list(SIZES)
+    batches = (1,) if args.quick else BATCHES
     rounds = args.rounds or (1 if args.quick else 2)
     print(f"targets {spec.required_precision()}; protocol min_seconds {spec.min_seconds:g}, "
           f"max_seconds {spec.max_seconds:g}, blocks {spec.blocks}; {rounds} round(s)")

@@ -15,7 +15,9 @@ wall time its operators account for) and its profiler; then the machine's load, 
 
 Targets (issue 21): profile_seconds <= 20 here, op_time_coverage >= 0.8.
 
-Usage: .venv/bin/python benchmarks/profile_overhead.py [--rounds N] [--keep DIR]
+Usage: .venv/bin/python benchmarks/profile_overhead.py [--rounds N] [--keep DIR] [--quick]
+
+``--quick``: ONNX Runtime fp32 only, trained one epoch, one round.
 """
 
 from __future__ import annotations
@@ -31,12 +33,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from study_counts import is_measurement
+
 REPO = Path(__file__).resolve().parents[1]
 ROUNDS = 3
 ARCH = "{num_stages: [2], depth: [2], width_mult: [1.0], kernel_size: [3], expand_ratio: [4]}"
 # Every CPU backend with a per-operator profiler; those not installed here drop out at validate.
 CPU_BACKENDS = ("torch", "torch_compile", "onnxruntime", "openvino", "tvm", "litert",
                 "executorch", "xla")
+# Its quick mode runs real campaigns (Ray, training, measuring): tens of seconds, too many for
+# CI's budget of all quick modes (benchmarks/quick.py; docs/benchmarks.md has the times).
+QUICK_IN_CI = False
+BENCH_NAMES = ("profile_seconds", "profile_vs_validate", "op_time_coverage")
 
 
 def _installed(backend: str) -> bool:
@@ -53,8 +61,11 @@ def _installed(backend: str) -> bool:
     return importlib.util.find_spec(probe) is not None
 
 
-def write_campaign(root: Path, backends: list[str]) -> Path:
-    """The quickstart's CNN at one architecture, on every listed backend, fp32 and int8."""
+def write_campaign(root: Path, backends: list[str], quick: bool = False) -> Path:
+    """The quickstart's CNN at one architecture, on every listed backend, fp32 and int8 (quick:
+    fp32, trained one epoch)."""
+    precisions = "[fp32]" if quick else "[fp32, int8]"
+    epochs = 1 if quick else 8
     knobs = {"torch": "num_threads", "torch_compile": "num_threads",
              "onnxruntime": "intra_op_threads", "openvino": "num_threads",
              "tvm": "num_threads", "litert": "num_threads", "executorch": "num_threads",
@@ -69,11 +80,11 @@ model:
   family: cnn
   dataset: digits
   arch: {ARCH}
-training: {{epochs: 8, batch_size: 128, learning_rate: 0.02, seed: 0}}
+training: {{epochs: {epochs}, batch_size: 128, learning_rate: 0.02, seed: 0}}
 deployment:
   backends:
 {lines}
-  precisions: [fp32, int8]
+  precisions: {precisions}
   batch_sizes: [8]
 objectives:
   - metric: accuracy
@@ -86,13 +97,15 @@ backends: [{", ".join(backends)}]
 precisions: [fp32, int8]
 telemetry: [process_memory]
 """)
-    (root / "experiments" / "bench.yaml").write_text("""\
+    # Quick: no second looks (each would be profiled too, and costs a measurement).
+    looks = ", second_looks: 0" if quick else ""
+    (root / "experiments" / "bench.yaml").write_text(f"""\
 name: profile-bench
 search_space: ../search_spaces/bench.yaml
 devices: [../hw_profiles/local-cpu.yaml]
-sampler: {name: grid}
-budget: {trials: 64}
-measurement: {max_seconds: 1.0}
+sampler: {{name: grid}}
+budget: {{trials: 64}}
+measurement: {{max_seconds: 1.0{looks}}}
 """)
     return root / "experiments" / "bench.yaml"
 
@@ -105,14 +118,18 @@ def _timed(args: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProce
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--keep", type=Path, default=None, help="Keep the campaign here.")
+    parser.add_argument("--quick", action="store_true",
+                        help="ONNX Runtime fp32, one epoch, one round (--rounds ignored)")
     args = parser.parse_args()
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-    backends = [b for b in CPU_BACKENDS if _installed(b)]
+    backends = ["onnxruntime"] if args.quick else [b for b in CPU_BACKENDS if _installed(b)]
+    if args.quick:
+        args.rounds = 1
     root = Path(tempfile.mkdtemp(prefix="dse-profile-bench-"))
-    experiment = write_campaign(root, backends)
+    experiment = write_campaign(root, backends, args.quick)
     seconds, done = _timed(["run", str(experiment), "--no-report"], root)
     if done.returncode != 0:
         sys.exit(f"the campaign failed: {done.stderr.strip().splitlines()[-1:]}")
@@ -122,10 +139,10 @@ def main() -> None:
 
     loaded = load_experiment(experiment)
     (study,) = load_campaign(loaded.run_dir, loaded.storage)
+    # One trial per candidate measured: a reuse or a second look profiles the same artifact.
     trials = {t.number: (t.user_attrs["candidate"]["backend"],
                          t.user_attrs["candidate"]["precision"])
-              for t in study.trials if t.user_attrs.get("status") == "ok"
-              and not t.user_attrs.get("reused_from")}
+              for t in study.trials if t.user_attrs.get("status") == "ok" and is_measurement(t)}
     profile_s: list[float] = []
     validate_s: list[float] = []
     coverage: dict[str, list[float]] = {}

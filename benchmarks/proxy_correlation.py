@@ -24,7 +24,7 @@ rounding (and is not part of the training cache key).
 
 Run: ``.venv/bin/python benchmarks/proxy_correlation.py`` (``--archs N``, ``--cache DIR`` to keep
 and reuse the trained weights, ``--epochs``/``--batch-size``/``--learning-rate`` to override the
-space's training, ``--threads``).
+space's training, ``--threads``; ``--quick``: QUICK_ARCHS architectures, one epoch).
 Ends with ``BENCH proxy_spearman_<proxy> <rho>`` for each proxy and ``params``, and
 ``BENCH proxy_cost_ratio <median proxy seconds / median train seconds>``.
 """
@@ -47,6 +47,11 @@ SPACE = REPO / "search_spaces" / "cnn-digits.yaml"
 FAMILY = "cnn"
 PROXY_BATCH = 64  # images per proxy minibatch: the default training batch size
 TOP = 10  # the "best architectures" the filter line follows
+QUICK_ARCHS = 3
+# The parameter count, and each proxy registered in dse today (dse.quality.proxies.PROXIES; a
+# plugin's proxy prints a line of its own too).
+BENCH_NAMES = ("proxy_spearman_params", "proxy_spearman_synflow", "proxy_spearman_naswot",
+               "proxy_spearman_grad_norm", "proxy_cost_ratio")
 
 
 def arch_grid(space_path: Path) -> list[dict[str, Any]]:
@@ -187,7 +192,11 @@ def main() -> None:
     parser.add_argument("--learning-rate", type=float, default=None)
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads for proxies and training (default 1)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_ARCHS} architectures, one epoch (--archs, --epochs ignored)")
     args = parser.parse_args()
+    if args.quick:
+        args.archs, args.epochs = QUICK_ARCHS, 1
     if args.cache is not None:
         run(args, args.cache)
         return

@@ -7,7 +7,12 @@ and the recording's provenance (machine, versions, timings) to ``.../cnn-digits-
 
 Run: ``timeout 900 .venv/bin/python benchmarks/record_search_table.py`` (about 10 minutes on 2
 cores; nothing else should run meanwhile, or the latencies are worthless). The run folder goes
-to a temporary directory unless ``--run-dir`` names one.
+to a temporary directory unless ``--run-dir`` names one. Ends with ``BENCH record_candidates``
+(distinct candidates in the table), ``BENCH record_ok`` (of them measured ok) and ``BENCH
+record_seconds`` (the campaign's wall time).
+
+``--quick`` records QUICK_SPACE (one architecture trained one epoch, ONNX Runtime fp32 at two
+batch sizes) into a temporary table, never the fixture: it checks that recording still works.
 """
 
 from __future__ import annotations
@@ -31,6 +36,32 @@ TABLE = REPO / "tests" / "fixtures" / "search" / "cnn-digits-grid.csv"
 # The columns worth replaying: what the space searches, its objectives, and why a row failed.
 _KEPT_METRICS = ("accuracy", "latency_p50_ms", "latency_p99_ms", "throughput_sps",
                  "process_rss_peak_mb")
+BENCH_NAMES = ("record_candidates", "record_ok", "record_seconds")
+QUICK_SPACE = """\
+name: record-quick
+model:
+  family: cnn
+  dataset: digits
+  arch: {num_stages: [1], depth: [1], width_mult: [0.5], kernel_size: [3], expand_ratio: [2]}
+training: {epochs: 1, batch_size: 128, seed: 0}
+deployment:
+  backends:
+    onnxruntime: {knobs: {intra_op_threads: [1]}}
+  precisions: [fp32]
+  batch_sizes: [1, 8]
+objectives:
+  - metric: accuracy
+  - metric: latency_p50_ms
+"""
+QUICK_EXPERIMENT = f"""\
+name: record-quick
+search_space: space.yaml
+devices: [{REPO / "hw_profiles" / "local-cpu.yaml"}]
+sampler: {{name: grid}}
+budget: {{trials: 2, max_failed: 2}}
+measurement: {{warmup_max_seconds: 0.2, min_iters: 20, min_seconds: 0.2, max_seconds: 0.5,
+               second_looks: 0}}
+"""
 
 
 def cpu_model() -> str:
@@ -91,7 +122,7 @@ def record(run_root: Path, experiment_file: Path = EXPERIMENT
     table = distinct_rows(trials_frame(load_campaign(experiment.run_dir)))
     notes: dict[str, object] = {
         "recorded_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-        "experiment": str(experiment_file.resolve().relative_to(REPO)),
+        "experiment": _shown(experiment_file),
         "cpu_affinity": sorted(__import__("os").sched_getaffinity(0)),
         "campaign_seconds": round(seconds, 1),
         "cpu_model": cpu_model(),
@@ -105,6 +136,18 @@ def record(run_root: Path, experiment_file: Path = EXPERIMENT
     return table, notes
 
 
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository when inside it."""
+    resolved = path.resolve()
+    return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else str(resolved)
+
+
+def _quick_experiment(folder: Path) -> Path:
+    (folder / "space.yaml").write_text(QUICK_SPACE)
+    (folder / "record-quick.yaml").write_text(QUICK_EXPERIMENT)
+    return folder / "record-quick.yaml"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", type=Path, default=None,
@@ -112,15 +155,24 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=TABLE, help="the CSV table to write")
     parser.add_argument("--experiment", type=Path, default=EXPERIMENT,
                         help="the grid campaign to record (default: search_table/record.yaml)")
+    parser.add_argument("--quick", action="store_true",
+                        help="record a two-candidate space into a temporary table (--out and "
+                             "--experiment ignored)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = (args.run_dir or Path(tmp)).resolve()
+        if args.quick:
+            args.experiment = _quick_experiment(Path(tmp))
+            args.out = Path(tmp) / "table.csv"
         table, notes = record(root, args.experiment)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out, index=False, float_format="%.6g")
-    args.out.with_suffix(".json").write_text(json.dumps(notes, indent=2) + "\n")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(args.out, index=False, float_format="%.6g")
+        args.out.with_suffix(".json").write_text(json.dumps(notes, indent=2) + "\n")
     print(f"{len(table)} candidates ({notes['ok']} ok) in {notes['campaign_seconds']} s "
           f"-> {args.out}")
+    print(f"BENCH record_candidates {len(table)}")
+    print(f"BENCH record_ok {notes['ok']}")
+    print(f"BENCH record_seconds {notes['campaign_seconds']}")
 
 
 if __name__ == "__main__":

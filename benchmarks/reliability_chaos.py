@@ -9,19 +9,22 @@ its place. Checks, per campaign:
 
 - no completed trial lost: every trial COMPLETE when a kill struck is still COMPLETE afterwards,
   with the same values and candidate;
-- none measured twice: no two COMPLETE trials that were measured (not reused from an earlier
-  trial, ``reused_from``) share a candidate_id;
+- none measured twice: no two measured trials share a candidate_id (a trial that reused an
+  earlier result, or a second look, is no new measurement: ``study_counts.py``);
+- the budget met: as many distinct candidates measured as ``budget.trials`` asks;
 - no trial left RUNNING, and trials.parquet and pareto.csv read back (written atomically, so
   never half a file) with one row per trial.
 
-A kill counts as *in the loop* when trials were RUNNING at the kill, or the run completed trials
-and the budget was not met yet (so the loop was still asking and telling); kills during start-up
-(imports, opening the study) or while the results were written do not count.
+A kill counts as *in the loop* when trials were RUNNING at the kill, or the run measured
+candidates and the budget was not met yet (so the loop was still asking and telling); kills during
+start-up (imports, opening the study) or while the results were written do not count.
 
 Prints one line per run, then ``BENCH chaos_kills <n>`` (kills in the loop),
 ``BENCH trials_lost <n>`` and ``BENCH trials_duplicated <n>``; exit status 1 unless at least
 ``--kills`` kills landed in the loop and nothing was lost or duplicated.
-Usage: ``python benchmarks/reliability_chaos.py [--kills 12] [--seed 0] [--max-seconds 150]``.
+Usage: ``python benchmarks/reliability_chaos.py [--kills 12] [--seed 0] [--max-seconds 150]
+[--quick]`` (``--quick``: QUICK_KILLS kills in the loop, at most QUICK_SECONDS of killing, and
+campaigns of QUICK_BUDGET candidates).
 """
 
 from __future__ import annotations
@@ -37,14 +40,23 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the replay campaign is laid out by the tests' helper
 
+from study_counts import duplicates, measured_candidates  # noqa: E402
+
 from tests.replay_campaign import replay_campaign  # noqa: E402
 
+BENCH_NAMES = ("chaos_kills", "trials_lost", "trials_duplicated")
+QUICK_KILLS, QUICK_SECONDS = 1, 30.0
 NAME = "chaos"
-BUDGET = 120  # completed trials: about 3.5 s of search loop on 2 cores, after ~1.8 s of start-up
+BUDGET = 120  # distinct candidates: a loop of seconds on 2 cores, after ~1.8 s of start-up
+QUICK_BUDGET = 40  # still longer than the latest kill, so that kills land in the loop
 KILL_AFTER_S = (1.0, 3.5)  # from process start: mostly inside the loop, sometimes in start-up
 ENV = dict(os.environ, PYTHONUNBUFFERED="1", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
            RAY_USAGE_STATS_ENABLED="0")
@@ -53,11 +65,13 @@ ENV = dict(os.environ, PYTHONUNBUFFERED="1", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="
 @dataclass
 class Snapshot:
     """What a study holds at one moment: COMPLETE trials (number -> values, candidate id), the
-    number RUNNING, and every trial (for the final checks)."""
+    number RUNNING, the distinct candidates measured (what the budget counts), and every trial
+    (for the final checks)."""
 
     complete: dict[int, tuple[object, object]]
     running: int
-    trials: list[object] = field(default_factory=list)
+    measured: int
+    trials: list[FrozenTrial] = field(default_factory=list)
 
 
 @dataclass
@@ -94,7 +108,7 @@ def _snapshot(db: Path) -> Snapshot | None:
     complete = {t.number: (t.values, t.user_attrs.get("candidate_id"))
                 for t in trials if t.state == TrialState.COMPLETE}
     running = sum(t.state == TrialState.RUNNING for t in trials)
-    return Snapshot(complete, running, list(trials))
+    return Snapshot(complete, running, len(measured_candidates(trials)), list(trials))
 
 
 def _lost(seen: dict[int, tuple[object, object]], now: Snapshot) -> int:
@@ -134,21 +148,10 @@ def _run(experiment: Path, log: Path, kill_after: float | None) -> bool:
     return killed
 
 
-def _duplicated(snapshot: Snapshot) -> int:
-    """Measurements beyond the first of each candidate among the COMPLETE trials."""
-    from optuna.trial import FrozenTrial, TrialState
-
-    measured: dict[str, int] = {}
-    for trial in snapshot.trials:
-        assert isinstance(trial, FrozenTrial)
-        if trial.state == TrialState.COMPLETE and "reused_from" not in trial.user_attrs:
-            cid = str(trial.user_attrs["candidate_id"])
-            measured[cid] = measured.get(cid, 0) + 1
-    return sum(count - 1 for count in measured.values())
 
 
 def _finish_campaign(experiment: Path, log: Path, seen: dict[int, tuple[object, object]],
-                     tally: Tally, clean: bool) -> None:
+                     tally: Tally, clean: bool, budget: int) -> None:
     """Bring the campaign to its end with a run that is not killed (unless the last run ended
     cleanly), check it, and remove its run folder."""
     import pandas as pd
@@ -160,12 +163,12 @@ def _finish_campaign(experiment: Path, log: Path, seen: dict[int, tuple[object, 
     if final is None:
         raise SystemExit(f"the study of campaign {tally.campaigns + 1} cannot be read after a clean run")
     tally.lost += _lost(seen, final)
-    tally.duplicated += _duplicated(final)
+    tally.duplicated += duplicates(measured_candidates(final.trials))
     table = pd.read_parquet(run_dir / "trials.parquet")
     pareto = pd.read_csv(run_dir / "pareto.csv")
     problems = []
-    if len(final.complete) < BUDGET:
-        problems.append(f"{len(final.complete)} of {BUDGET} trials complete")
+    if final.measured < budget:
+        problems.append(f"{final.measured} of {budget} candidates measured")
     if final.running:
         problems.append(f"{final.running} trials left RUNNING")
     if len(table) != len(final.trials):
@@ -173,8 +176,9 @@ def _finish_campaign(experiment: Path, log: Path, seen: dict[int, tuple[object, 
     if pareto.empty:
         problems.append("pareto.csv is empty")
     tally.campaigns += 1
-    print(f"campaign {tally.campaigns}: {len(final.complete)} complete of {len(final.trials)} "
-          f"trials; trials.parquet {len(table)} rows, pareto.csv {len(pareto)} rows"
+    print(f"campaign {tally.campaigns}: {final.measured} candidates measured, "
+          f"{len(final.complete)} complete of {len(final.trials)} trials; trials.parquet "
+          f"{len(table)} rows, pareto.csv {len(pareto)} rows"
           + (f"; PROBLEMS: {'; '.join(problems)}" if problems else ""))
     if problems:
         raise SystemExit(f"campaign {tally.campaigns} is inconsistent: {'; '.join(problems)}")
@@ -187,20 +191,26 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-seconds", type=float, default=150.0,
                         help="stop killing after this long, reached or not")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_KILLS} kills, at most {QUICK_SECONDS:g} s of killing, "
+                             f"campaigns of {QUICK_BUDGET} (--kills, --max-seconds ignored)")
     args = parser.parse_args()
+    if args.quick:
+        args.kills, args.max_seconds = QUICK_KILLS, QUICK_SECONDS
+    budget = QUICK_BUDGET if args.quick else BUDGET
     rng = random.Random(args.seed)
     started = time.monotonic()
     tally = Tally()
 
     with tempfile.TemporaryDirectory(prefix="dse-chaos-") as folder:
         root = Path(folder)
-        experiment = replay_campaign(root, NAME, BUDGET)
+        experiment = replay_campaign(root, NAME, budget)
         db = experiment.parent / "runs" / NAME / "study.db"
         log = root / "driver.log"
         seen: dict[int, tuple[object, object]] = {}  # COMPLETE trials of the current campaign
+        measured = 0  # distinct candidates the current campaign had measured before the run
         while tally.in_loop < args.kills and time.monotonic() - started < args.max_seconds:
             tally.runs += 1
-            before = len(seen)
             delay = rng.uniform(*KILL_AFTER_S)
             killed = _run(experiment, log, delay)
             now = _snapshot(db)
@@ -211,19 +221,21 @@ def main() -> int:
                 continue
             tally.lost += _lost(seen, now)
             seen.update(now.complete)
-            landed = killed and (now.running > 0 or before < len(now.complete) < BUDGET)
+            landed = killed and (now.running > 0 or measured < now.measured < budget)
             tally.in_loop += landed
             where = ("in the loop" if landed else "outside the loop") if killed else "not killed"
-            print(f"run {tally.runs}: {where} after {delay:.2f} s; complete {before} -> "
-                  f"{len(now.complete)}, {now.running} running")
-            if len(now.complete) >= BUDGET:  # met: check it, and start a fresh campaign
-                _finish_campaign(experiment, log, seen, tally, clean=not killed)
-                seen = {}
+            print(f"run {tally.runs}: {where} after {delay:.2f} s; measured {measured} -> "
+                  f"{now.measured} candidates ({len(now.complete)} trials complete), "
+                  f"{now.running} running")
+            measured = now.measured
+            if measured >= budget:  # met: check it, and start a fresh campaign
+                _finish_campaign(experiment, log, seen, tally, clean=not killed, budget=budget)
+                seen, measured = {}, 0
         if db.is_file():
-            _finish_campaign(experiment, log, seen, tally, clean=False)
+            _finish_campaign(experiment, log, seen, tally, clean=False, budget=budget)
 
     print(f"{tally.runs} runs, {tally.kills} kills ({tally.in_loop} in the loop), "
-          f"{tally.campaigns} campaigns of {BUDGET} trials checked, "
+          f"{tally.campaigns} campaigns of {budget} candidates checked, "
           f"{time.monotonic() - started:.1f} s")
     print(f"BENCH chaos_kills {tally.in_loop}")
     print(f"BENCH trials_lost {tally.lost}")

@@ -23,6 +23,7 @@ seconds) and ``BENCH fuzz_max_rss_mb`` (the largest peak, rounded up to whole MB
 when any case misbehaved; the targets (max seconds <= 5, max RSS <= 500 MB) are judged by
 benchmarks/reliability.py.
 Usage: python benchmarks/reliability_fuzz.py [--cases 520] [--seed 0] [--jobs 2] [--timeout 60]
+[--quick] (``--quick``: the first hostile case of each family and QUICK_MUTATIONS mutations).
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ sys.path.insert(0, str(REPO))  # the generators live with the tests (hypothesis 
 
 from tests.spec.hostile import HostileCase, ProcessResult, hostile_cases, run_validate  # noqa: E402
 from tests.spec.malformed import KIND_DIRS, FuzzCase, fuzz_cases, prepare_folder  # noqa: E402
+
+BENCH_NAMES = ("fuzz_valid", "fuzz_bad_exit", "fuzz_timeouts", "fuzz_cases", "fuzz_tracebacks",
+               "fuzz_max_seconds", "fuzz_max_rss_mb")
+QUICK_MUTATIONS = 5
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,16 @@ def _judge_mutation(case: FuzzCase, result: ProcessResult) -> Outcome:
                    clean=clean)
 
 
-def _jobs(folder: Path, cases: int, seed: int, timeout_s: float) -> list[Callable[[], Outcome]]:
+def _hostile(quick: bool) -> list[HostileCase]:
+    """Every hostile case, or (quick) the first of each family."""
+    cases = hostile_cases()
+    if not quick:
+        return cases
+    return list({case.family: case for case in reversed(cases)}.values())
+
+
+def _jobs(folder: Path, cases: int, seed: int, timeout_s: float,
+          quick: bool) -> list[Callable[[], Outcome]]:
     """One function per case: it writes the case under ``folder``, validates it, judges it."""
     def hostile(case: HostileCase) -> Callable[[], Outcome]:
         def run() -> Outcome:
@@ -85,7 +99,7 @@ def _jobs(folder: Path, cases: int, seed: int, timeout_s: float) -> list[Callabl
             return _judge_mutation(case, run_validate([path], timeout_s))
         return run
 
-    jobs = [hostile(case) for case in hostile_cases()]
+    jobs = [hostile(case) for case in _hostile(quick)]
     return jobs + [mutation(case) for case in fuzz_cases(max(0, cases - len(jobs)), seed)]
 
 
@@ -126,12 +140,15 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2, help="validate processes side by side")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds before a case is "
                                                                     "killed as hung")
+    parser.add_argument("--quick", action="store_true", help="one hostile case per family and "
+                        f"{QUICK_MUTATIONS} mutations (--cases is ignored)")
     args = parser.parse_args()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
         prepare_folder(folder)
-        jobs = _jobs(folder, args.cases, args.seed, args.timeout)
+        cases = len(_hostile(True)) + QUICK_MUTATIONS if args.quick else args.cases
+        jobs = _jobs(folder, cases, args.seed, args.timeout, args.quick)
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             outcomes = list(pool.map(lambda job: job(), jobs))
     return _report(outcomes, time.perf_counter() - started)

@@ -8,8 +8,9 @@ identical candidate always measures the same). The sampler is ``random`` so 2,00
 cheap, over ``search_spaces/cnn-digits.yaml`` (thousands of distinct candidates; repeats are
 reused by the loop, not measured again).
 
-Checks at the end: the study holds exactly the budget of COMPLETE trials (reused repeats among
-them, counted), no trial is left RUNNING or failed, every job handed to the farm came back, and
+Checks at the end: the study holds exactly the budget of distinct candidates measured (the
+budget counts those; repeats, reused, complete too and are counted apart: ``study_counts.py``),
+no trial is left RUNNING or failed, every job handed to the farm came back, and
 no candidate was measured twice on the profile. The driver's resident memory is sampled at the
 start, every 250 completed trials and at the end.
 
@@ -17,7 +18,9 @@ Prints the series and ends with ``BENCH load_devices``, ``BENCH load_trials``,
 ``BENCH load_trials_lost``, ``BENCH load_driver_peak_mb``, ``BENCH load_driver_growth_mb`` (end
 minus after the first 250 trials) and ``BENCH load_wall_s``.
 
-    .venv/bin/python benchmarks/reliability_load.py [--devices 32] [--trials 2000]
+    .venv/bin/python benchmarks/reliability_load.py [--devices 32] [--trials 2000] [--quick]
+
+``--quick``: QUICK_DEVICES devices, QUICK_TRIALS trials.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 import psutil
+from study_counts import measured_candidates
 
 from dse.candidate import Candidate
 from dse.farm.dispatcher import Dispatcher, Done, Job
@@ -44,6 +48,9 @@ from dse.search.loop import TrialOutcome
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 
 DEVICE_SECONDS = 0.02
+QUICK_DEVICES, QUICK_TRIALS = 4, 40
+BENCH_NAMES = ("load_devices", "load_trials", "load_trials_lost", "load_driver_peak_mb",
+               "load_driver_growth_mb", "load_wall_s")
 PROFILE_NAME = "sim-cpu"
 RSS_EVERY = 250
 REPO = Path(__file__).resolve().parents[1]
@@ -68,9 +75,11 @@ class SimulatedDevice:
         time.sleep(DEVICE_SECONDS)
         end = time.time()
         digest = hashlib.sha256(candidate.candidate_id.encode()).digest()
-        unit = [b / 255 for b in digest[:4]]
+        unit = [b / 255 for b in digest[:5]]
+        # Every metric the space's objectives and constraint (memory_model_mb <= 128) read.
         metrics = {"accuracy": 0.5 + 0.5 * unit[0], "latency_p99_ms": 0.1 + 10 * unit[1],
-                   "throughput_sps": 100 + 10_000 * unit[2], "process_rss_peak_mb": 50 + 500 * unit[3]}
+                   "throughput_sps": 100 + 10_000 * unit[2], "process_rss_peak_mb": 50 + 500 * unit[3],
+                   "memory_model_mb": 1 + 200 * unit[4]}
         return Measurement(candidate.candidate_id, "ok", metrics=metrics,
                            provenance={"measure_start": f"{start:.6f}",
                                        "measure_end": f"{end:.6f}", "device_pid": str(os.getpid())})
@@ -162,8 +171,7 @@ def run(devices: int, trials: int) -> int:
         states = Counter(t.state.name for t in frozen)
         complete = [t for t in frozen if t.state == TrialState.COMPLETE]
         reused = [t for t in complete if "reused_from" in t.user_attrs]
-        measured = Counter(t.user_attrs["candidate_id"] for t in frozen
-                           if "reused_from" not in t.user_attrs and "candidate_id" in t.user_attrs)
+        measured = measured_candidates(frozen)
         twice = {cid: n for cid, n in measured.items() if n > 1}
         not_back = sum(n - dispatcher.returned[k] for k, n in dispatcher.submitted.items())
         running = states.get("RUNNING", 0) + states.get("WAITING", 0)
@@ -186,7 +194,7 @@ def run(devices: int, trials: int) -> int:
           f"{sum(dispatcher.returned.values())}, left RUNNING/WAITING {running}, "
           f"pending in the loop {len(loop.pending)}")
     checks = {
-        f"exactly {trials} COMPLETE trials": len(complete) == trials,
+        f"exactly {trials} distinct candidates measured": len(measured) == trials,
         "every job came back exactly once": not_back == 0 and all(
             dispatcher.returned[k] == 1 for k in dispatcher.submitted),
         "no trial left RUNNING, WAITING or FAIL": running == 0 and states.get("FAIL", 0) == 0,
@@ -210,7 +218,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--devices", type=int, default=32)
     parser.add_argument("--trials", type=int, default=2000)
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_DEVICES} devices, "
+                        f"{QUICK_TRIALS} trials (--devices, --trials ignored)")
     args = parser.parse_args()
+    if args.quick:
+        args.devices, args.trials = QUICK_DEVICES, QUICK_TRIALS
     sys.exit(1 if run(args.devices, args.trials) else 0)
 
 

@@ -6,8 +6,12 @@ Optuna's journal file, and a PostgreSQL server started for the benchmark in a te
 
 Each round runs every storage once, in a rotated order, on a fresh run folder (so the rounds
 interleave and a busy spell of the shared machine falls on all storages alike); the figure per
-storage is the median over rounds of (campaign wall time / trials), with its ratio to SQLite
-measured in the same rounds. Without PostgreSQL server binaries its line says why and reads -1.
+storage is the median over rounds of (campaign wall time / trials the study records), with its
+ratio to SQLite measured in the same rounds. ``--trials`` is the budget, which counts distinct
+candidates: the random sampler repeats a few, and each repeat is a trial of its own that reuses
+the earlier result (asked, told and stored like any other), so a run records a few more trials
+than its budget. Each run is checked to have measured exactly its budget of distinct candidates
+(``study_counts.py``). Without PostgreSQL server binaries its line says why and reads -1.
 
 Ends with::
 
@@ -15,7 +19,8 @@ Ends with::
     BENCH storage_ms_per_trial_journal <ms>
     BENCH storage_ms_per_trial_postgresql <ms>
 
-Usage: ``python benchmarks/reliability_storage.py [--trials 100] [--rounds 5]``.
+Usage: ``python benchmarks/reliability_storage.py [--trials 100] [--rounds 5] [--quick]``
+(``--quick``: QUICK_TRIALS trials, one round).
 """
 
 from __future__ import annotations
@@ -32,11 +37,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from study_counts import duplicates, measured_candidates  # noqa: E402
+
 from dse.api import load_experiment, run_campaign  # noqa: E402
+from dse.results import load_campaign  # noqa: E402
 from dse.storage.postgres_server import PostgresServer, unavailable_reason  # noqa: E402
 from tests.replay_campaign import replay_campaign  # noqa: E402
 
 KINDS = ("sqlite", "journal", "postgresql")
+BENCH_NAMES = ("storage_ms_per_trial_sqlite", "storage_ms_per_trial_journal",
+               "storage_ms_per_trial_postgresql")
+QUICK_TRIALS = 10
 
 
 def _cpu_ticks() -> tuple[int, int]:
@@ -44,21 +55,32 @@ def _cpu_ticks() -> tuple[int, int]:
     return sum(fields), sum(fields) - fields[3] - fields[4]
 
 
-def _one_run(root: Path, name: str, trials: int, setting: str) -> float:
-    """Milliseconds per trial of one campaign of ``trials`` trials on ``setting``."""
-    experiment = load_experiment(replay_campaign(root, name, trials, f"storage: {setting}\n"))
+def _one_run(root: Path, name: str, budget: int, setting: str) -> float:
+    """Milliseconds per recorded trial of one campaign with a budget of ``budget`` distinct
+    candidates on ``setting``."""
+    experiment = load_experiment(replay_campaign(root, name, budget, f"storage: {setting}\n"))
     started = time.perf_counter()
     result = run_campaign(experiment, report=False)
     seconds = time.perf_counter() - started
-    assert len(result.trials) == trials, f"{setting}: {len(result.trials)} trials"
-    return 1000 * seconds / trials
+    trials = [t for study in load_campaign(result.run_dir, experiment.storage)
+              for t in study.get_trials(deepcopy=False)]
+    measured = measured_candidates(trials)
+    if len(measured) != budget or duplicates(measured):
+        raise SystemExit(f"{setting}: {len(measured)} distinct candidates measured for a budget "
+                         f"of {budget}, {duplicates(measured)} measured twice, in "
+                         f"{len(trials)} trials")
+    return 1000 * seconds / len(trials)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_TRIALS} trials, one round (--trials, --rounds ignored)")
     args = parser.parse_args()
+    if args.quick:
+        args.trials, args.rounds = QUICK_TRIALS, 1
     work = Path(tempfile.mkdtemp(prefix="dse-storage-bench-"))
     server: PostgresServer | None = None
     kinds = list(KINDS)

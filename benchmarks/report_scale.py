@@ -21,7 +21,9 @@ Figures (targets from issue 8: at most 10 s, at most 15 MB):
 Then the split of the time by stage and of the page by part, to show where a miss comes from.
 
     .venv/bin/python benchmarks/report_scale.py [--trials 10000] [--repeat 3] [--keep DIR]
-                                                [--profile]
+                                                [--profile] [--quick]
+
+``--quick``: QUICK_TRIALS trials, one timed run.
 
 Writing the study takes minutes (about 6.5 for 10,000 trials on a 2-core machine); with --keep DIR
 the study stays in DIR and later runs reuse it.
@@ -62,6 +64,8 @@ from dse.spec.loading import load_profile, load_search_space
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_SECONDS, TARGET_MB = 10.0, 15.0
+QUICK_TRIALS = 100
+BENCH_NAMES = ("report_seconds", "report_mb", "report_ratio")
 CAMPAIGN = "report-scale"
 PRECISION_SPEED = {"fp32": 1.0, "fp16": 0.7, "bf16": 0.75, "int8": 0.45}
 PRECISION_LOSS = {"fp32": 0.0, "fp16": 0.001, "bf16": 0.004, "int8": 0.012}
@@ -234,7 +238,11 @@ def main() -> None:
                         "reuse a study already there: writing 10,000 trials takes minutes)")
     parser.add_argument("--profile", action="store_true",
                         help="also print cProfile's top functions of one write_dashboard")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_TRIALS} trials, one timed run (--trials, --repeat ignored)")
     args = parser.parse_args()
+    if args.quick:
+        args.trials, args.repeat = QUICK_TRIALS, 1
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with tempfile.TemporaryDirectory() as scratch:
         root = args.keep or Path(scratch)

@@ -17,8 +17,11 @@ device's front (``TRANSFER_PAIRS``: the same space recorded on 2 cores and on 1,
 and cnn-digits), and the search loop's own cost per trial against plain Optuna with the same
 sampler and storage.
 
-Run: ``.venv/bin/python benchmarks/search_efficiency.py`` (about 15 minutes on 2 cores; ``--quick``
-for a 2-minute smoke run). Ends with ``BENCH`` lines:
+Run: ``.venv/bin/python benchmarks/search_efficiency.py`` (over 15 minutes on 2 cores).
+``--quick`` checks that it runs, in seconds: one seed of random and the default sampler on the
+smallest table (QUICK_TABLE), one direction of one transfer pair, the proposal time at
+QUICK_PROPOSAL_TRIALS trials of one space, one short loop-overhead pair; its figures are not
+comparable with the full run's. Ends with ``BENCH`` lines:
 
 - ``default_ratio_99``: the default sampler's median distinct candidates to 99 % divided by
   random search's, worst table (below 1: fewer than random);
@@ -58,6 +61,10 @@ TABLE_DIR = REPO / "benchmarks" / "search_table"
 TARGETS = (0.95, 0.99)
 DEFAULT_SAMPLER = "surrogate"  # SamplerSpec's default name
 BUDGET_CAP = 600
+BENCH_NAMES = ("default_ratio_99", "default_oracle_ratio_99", "default_reach_99",
+               "proposal_seconds", "warm_start_saving", "loop_overhead_ratio")
+QUICK_TABLE = "onnx-deploy"
+QUICK_PROPOSAL_TRIALS = 60
 
 
 @dataclass(frozen=True)
@@ -469,6 +476,58 @@ def busy_note() -> str:
             (" (busy: other work shared the machine)" if load > 0.8 * cores else ""))
 
 
+def _search_tables(names: Sequence[str], variants: Sequence[str], seeds: Sequence[int],
+                   caps: dict[str, int], seeds_by: dict[str, Sequence[int]]) -> dict[str, float]:
+    """Each table searched by each variant; the default sampler's worst ratio to random, worst
+    ratio to the front size and lowest reach, over the tables."""
+    worst = {"ratio": 0.0, "oracle": 0.0, "reach": 1.0}
+    for name in names:
+        table = load_table(name)
+        summaries = benchmark(table, variants, seeds, max_asks_by_variant=caps,
+                              seeds_by_variant=seeds_by)
+        report_table(table, summaries)
+        default = summaries[DEFAULT_SAMPLER]
+        worst["ratio"] = max(worst["ratio"], ratio(summaries, DEFAULT_SAMPLER, 0.99))
+        worst["oracle"] = max(worst["oracle"], default.median[0.99] / table.front_size)
+        worst["reach"] = min(worst["reach"], default.reach[0.99])
+    return worst
+
+
+def _warm_start_savings(directions: Sequence[tuple[str, str]], seeds: Sequence[int]) -> list[float]:
+    """Per direction (first table, second table): the share of distinct candidates to 99 % the
+    second saves by starting from the first's front; each printed."""
+    savings = []
+    for first_name, second_name in directions:
+        first, second = load_table(first_name), load_table(second_name)
+        result = transfer(first, second, seeds)
+        alone = result.alone.median[0.99]
+        fronted = result.front.median[0.99]
+        savings.append(1 - fronted / alone)
+        print(f"transfer {first.name} -> {second.name}: distinct to 99 % alone {alone:.1f}; front "
+              f"{fronted:.1f} (saving {100 * savings[-1]:.0f} %, reach "
+              f"{result.front.reach[0.99]:.2f})")
+    return savings
+
+
+def _proposal_times(quick: bool) -> dict[str, float]:
+    """The default sampler's median seconds per proposal by space (quick: one space, fewer
+    trials told first)."""
+    spaces = {"listed, transformer-sequences: 6,912 candidates":
+              REPO / "search_spaces" / "transformer-sequences.yaml",
+              "listed, cell-space: 15,625": TABLE_DIR / "cell-space.yaml",
+              "continuous space: drawn pool": TABLE_DIR / "continuous-space.yaml"}
+    if quick:
+        found = {"continuous space: drawn pool":
+                 proposal_seconds(spaces["continuous space: drawn pool"],
+                                  trials=QUICK_PROPOSAL_TRIALS, timed=3)}
+    else:
+        found = {what: proposal_seconds(path) for what, path in spaces.items()}
+    trials = QUICK_PROPOSAL_TRIALS if quick else 300
+    print(f"proposal at {trials} trials: " + ", ".join(f"{seconds:.3f} s ({what})"
+                                                      for what, seconds in found.items()))
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20, help="seeds per sampler (default 20)")
@@ -482,16 +541,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--gp-seeds", type=int, default=3,
                         help="seeds of gp and botorch (0: as the others)")
     parser.add_argument("--quick", action="store_true",
-                        help="3 seeds, random and the default only, short overhead run")
+                        help=f"one seed of random and the default on {QUICK_TABLE}, one transfer "
+                             "direction, a short proposal and overhead run (--seeds, "
+                             "--samplers, --tables ignored)")
     args = parser.parse_args(argv)
     from optuna.exceptions import ExperimentalWarning
 
     warnings.simplefilter("ignore", ExperimentalWarning)
-    seeds = range(3 if args.quick else args.seeds)
+    seeds = range(1 if args.quick else args.seeds)
     variants = (["random", DEFAULT_SAMPLER] if args.quick else
                 [v.strip() for v in args.samplers.split(",") if v.strip()])
     if "random" not in variants:
         variants.insert(0, "random")
+    tables = ([QUICK_TABLE] if args.quick else
+              [t.strip() for t in args.tables.split(",") if t.strip()])
+    directions = ([TRANSFER_PAIRS[0]] if args.quick else
+                  [d for a, b in TRANSFER_PAIRS for d in ((a, b), (b, a))])
     caps: dict[str, int] = {}
     seeds_by: dict[str, Sequence[int]] = {}
     for slow in ("gp", "botorch"):  # seconds per proposal: fewer asks and seeds
@@ -504,46 +569,19 @@ def main(argv: Sequence[str] | None = None) -> None:
           f"/front = median to 99 % / front size; reach = seeds reaching 99 % within the budget")
     print(busy_note())
     started = time.perf_counter()
-    worst = {"ratio": 0.0, "oracle": 0.0, "reach": 1.0}
-    for name in [t.strip() for t in args.tables.split(",") if t.strip()]:
-        table = load_table(name)
-        summaries = benchmark(table, variants, seeds, max_asks_by_variant=caps,
-                              seeds_by_variant=seeds_by)
-        report_table(table, summaries)
-        default = summaries[DEFAULT_SAMPLER]
-        worst["ratio"] = max(worst["ratio"], ratio(summaries, DEFAULT_SAMPLER, 0.99))
-        worst["oracle"] = max(worst["oracle"], default.median[0.99] / table.front_size)
-        worst["reach"] = min(worst["reach"], default.reach[0.99])
+    worst = _search_tables(tables, variants, seeds, caps, seeds_by)
     print(f"\nsearch wall time {time.perf_counter() - started:.0f} s; {busy_note()}")
-
-    savings: list[float] = []
-    for pair in TRANSFER_PAIRS:
-        first, second = (load_table(n) for n in pair)
-        for a, b in ((first, second), (second, first)):
-            result = transfer(a, b, seeds)
-            alone = result.alone.median[0.99]
-            fronted = result.front.median[0.99]
-            savings.append(1 - fronted / alone)
-            print(f"transfer {a.name} -> {b.name}: distinct to 99 % alone {alone:.1f}; front "
-                  f"{fronted:.1f} (saving {100 * savings[-1]:.0f} %, reach "
-                  f"{result.front.reach[0.99]:.2f})")
-
-    listed = proposal_seconds(REPO / "search_spaces" / "transformer-sequences.yaml")
-    cells = proposal_seconds(TABLE_DIR / "cell-space.yaml")
-    drawn = proposal_seconds(TABLE_DIR / "continuous-space.yaml")
-    print(f"proposal at 300 trials: {listed:.3f} s (listed space, transformer-sequences: 6,912 "
-          f"candidates), {cells:.3f} s (listed, cell-space: 15,625), {drawn:.3f} s (continuous "
-          f"space: drawn pool)")
-
+    savings = _warm_start_savings(directions, seeds)
+    proposals = _proposal_times(args.quick)
     # 60 distinct of the table's 128: a budget the table can meet without a long tail of repeats.
-    dse_s, plain_s, overhead = loop_overhead("cnn-digits", 30 if args.quick else 60,
+    dse_s, plain_s, overhead = loop_overhead("cnn-digits", 20 if args.quick else 60,
                                              1 if args.quick else 5)
     print(f"loop: dse {1000 * dse_s:.1f} ms/trial, plain Optuna {1000 * plain_s:.1f} ms/trial "
           f"(random sampler, SQLite, replay table); {busy_note()}")
     print(f"BENCH default_ratio_99 {worst['ratio']:.3f}")
     print(f"BENCH default_oracle_ratio_99 {worst['oracle']:.3f}")
     print(f"BENCH default_reach_99 {worst['reach']:.3f}")
-    print(f"BENCH proposal_seconds {max(listed, cells, drawn):.3f}")
+    print(f"BENCH proposal_seconds {max(proposals.values()):.3f}")
     print(f"BENCH warm_start_saving {statistics.median(savings):.3f}")
     print(f"BENCH loop_overhead_ratio {overhead:.3f}")
 

@@ -21,7 +21,8 @@ its recall and false alarms, a trace, and
 
     flock /tmp/dse-bench.lock .venv/bin/python benchmarks/speed_states.py [--seconds 240] [--quick]
 
-``--quick``: 20 seconds. A quiet machine whose speed does not move reads a ratio near 1 and
+``--quick``: QUICK_SECONDS seconds, the candidate the shipped ONNX file (``QUICK_MODEL``: a CNN
+of the same input, no export). A quiet machine whose speed does not move reads a ratio near 1 and
 leaves recall undefined (nan: no slow window).
 """
 
@@ -42,6 +43,9 @@ SLOW = 1.2
 THRESHOLD = 1.2
 REPEATS = 15
 WINDOW_S = 0.4
+QUICK_SECONDS = 5.0
+QUICK_MODEL = Path(__file__).resolve().parents[1] / "search_spaces" / "models" / "digits-cnn.onnx"
+BENCH_NAMES = ("speed_state_ratio", "canary_correlation", "canary_recall", "canary_false_alarm")
 
 
 def _canaries() -> dict[str, Callable[[], None]]:
@@ -76,8 +80,8 @@ def _fastest(work: Callable[[], None]) -> float:
     return best / 1e3
 
 
-def _candidate(folder: Path) -> Callable[[], object]:
-    import onnxruntime as ort
+def _export(folder: Path) -> Path:
+    """The candidate's model: a ``cnn`` of the family's medium size, exported by dse."""
     import torch
 
     from dse.build.export import export_onnx
@@ -89,11 +93,19 @@ def _candidate(folder: Path) -> Callable[[], object]:
                           "expand_ratio": 4}).eval()
     path = folder / "candidate.onnx"
     export_onnx(model, family.input_shape, path)
+    return path
+
+
+def _candidate(path: Path) -> Callable[[], object]:
+    """One thread of ONNX Runtime on the model at ``path``, batch 8."""
+    import onnxruntime as ort
+
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     name = session.get_inputs()[0].name
-    x = np.random.default_rng(0).random((8, *family.input_shape), dtype=np.float32)
+    shape = [8, *session.get_inputs()[0].shape[1:]]
+    x = np.random.default_rng(0).random(shape, dtype=np.float32)
     return lambda: session.run(None, {name: x})
 
 
@@ -110,14 +122,14 @@ def _window_p50(call: Callable[[], object]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=240.0)
-    parser.add_argument("--quick", action="store_true", help="20 seconds")
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_SECONDS:g} seconds")
     args = parser.parse_args()
-    seconds = 20.0 if args.quick else args.seconds
+    seconds = QUICK_SECONDS if args.quick else args.seconds
     canaries = _canaries()
     p50s: list[float] = []
     readings: dict[str, list[float]] = {name: [] for name in canaries}
     with tempfile.TemporaryDirectory() as folder:
-        call = _candidate(Path(folder))
+        call = _candidate(QUICK_MODEL if args.quick else _export(Path(folder)))
         for _ in range(200):
             call()
         start = time.monotonic()

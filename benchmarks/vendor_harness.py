@@ -35,9 +35,10 @@ The machine's busy share over the run is read from /proc/stat, with this benchma
 
 Run it holding the machine's benchmark lock:
 ``flock /tmp/dse-bench.lock .venv/bin/python benchmarks/vendor_harness.py [--quick] [--rounds N]``
-(``--quick``: QUICK_ROUNDS rounds of shorter windows). Ends with ``BENCH vendor_harness_max_dev``
-(the largest ``dev`` over the resolved cases; target <= 0.05) and ``BENCH
-vendor_harness_max_dev_caller`` (the same on dse's host clock, the call from Python included).
+(``--quick``: the quickstart CNN at batch 1 only, QUICK_ROUNDS round of shorter windows). Ends
+with ``BENCH vendor_harness_max_dev`` (the largest ``dev`` over the resolved cases; target <=
+0.05) and ``BENCH vendor_harness_max_dev_caller`` (the same on dse's host clock, the call from
+Python included).
 ``vendor_part(quick)`` runs the same from another benchmark and returns the first.
 """
 
@@ -68,8 +69,9 @@ from vendor_tools import (
 
 VENV_BIN = Path(sys.executable).parent
 TOOLS = {"openvino": VENV_BIN / "benchmark_app", "litert": VENV_BIN / "litert-benchmark"}
-ROUNDS, QUICK_ROUNDS = 9, 3
+ROUNDS, QUICK_ROUNDS = 9, 1
 BATCHES = (1, 32)
+BENCH_NAMES = ("vendor_harness_max_dev", "vendor_harness_max_dev_caller")
 # Seconds each side times per case and round (the tool's iterations are sized from dse's p50).
 WINDOW_S, QUICK_WINDOW_S = 1.0, 0.3
 TARGET = 0.05
@@ -148,8 +150,9 @@ def _models() -> dict[str, tuple[Any, tuple[int, ...]]]:
     return {"cnn": (cnn, tuple(family.input_shape)), "resnet": (_resnet().eval(), (3, 32, 32))}
 
 
-def _cases(backends: list[str], cache_dir: Path) -> list[Case]:
-    """Every case, its artifact built by dse and compiled by the backend (one thread)."""
+def _cases(backends: list[str], cache_dir: Path, quick: bool) -> list[Case]:
+    """Every case (quick: the quickstart CNN at batch 1), its artifact built by dse and compiled
+    by the backend (one thread)."""
     import numpy as np
 
     from dse.backends import get_backend
@@ -162,13 +165,17 @@ def _cases(backends: list[str], cache_dir: Path) -> list[Case]:
                               precisions=["fp32"], max_threads=1)
     cache = ArtifactCache(cache_dir)
     cases = []
-    for model, (module, shape) in _models().items():
+    models = _models()
+    if quick:
+        models = {"cnn": models["cnn"]}
+    batches = BATCHES[:1] if quick else BATCHES
+    for model, (module, shape) in models.items():
         # Untrained weights: the latency of fp32 kernels does not depend on their values.
         trained = TrainedModel(module, math.nan, 0.0, False, f"vendor-harness-{model}-1", shape,
                                None)
         images = np.random.default_rng(0).random((max(BATCHES), *shape), dtype=np.float32)
         for backend in backends:
-            for batch in BATCHES:
+            for batch in batches:
                 candidate = Candidate("cnn", {}, "fp32", batch, backend, KNOBS[backend])
                 artifact, _ = build_artifact(candidate, trained, cache, images[:8])
                 runner = get_backend(backend).compile(artifact, KNOBS[backend], profile, batch)
@@ -268,7 +275,7 @@ def compare(quick: bool, rounds: int | None = None) -> tuple[float, float]:
         return math.nan, math.nan
     window = QUICK_WINDOW_S if quick else WINDOW_S
     rounds = rounds or (QUICK_ROUNDS if quick else ROUNDS)
-    cases = _cases(backends, user_cache_root() / "vendor-harness")
+    cases = _cases(backends, user_cache_root() / "vendor-harness", quick)
     start = _ticks()
     for number in range(rounds):
         round_start = _ticks()
@@ -298,7 +305,8 @@ def vendor_part(quick: bool) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        help=f"{QUICK_ROUNDS} rounds of {QUICK_WINDOW_S:g} s windows")
+                        help=f"the quickstart CNN at batch 1, {QUICK_ROUNDS} round(s) of "
+                             f"{QUICK_WINDOW_S:g} s windows")
     parser.add_argument("--rounds", type=int, default=None, help="rounds (default: "
                         f"{ROUNDS}, {QUICK_ROUNDS} with --quick)")
     args = parser.parse_args()

@@ -24,7 +24,11 @@ found, whether the machine was busy, and
     BENCH verify_seconds <median wall seconds of a quiet `dse verify`>
     BENCH verify_quiet_fresh_runs <fresh runs the quiet verifications made, in all>
 
-Usage: .venv/bin/python benchmarks/verify_drift.py [--rounds N] [--keep DIR]
+Usage: .venv/bin/python benchmarks/verify_drift.py [--rounds N] [--keep DIR] [--quick]
+
+``--quick``: one round without the hog (a disturbed verification waits and measures again: the
+slowest of the three), the campaign's model trained one epoch, and a suspected regression
+confirmed by one fresh run at once (QUICK_CONFIRM), not two 30 s apart.
 """
 
 from __future__ import annotations
@@ -44,6 +48,12 @@ from pathlib import Path
 from typing import Any
 
 ROUNDS = 20
+# Its quick mode runs real campaigns (Ray, training, measuring): tens of seconds, too many for
+# CI's budget of all quick modes (benchmarks/quick.py; docs/benchmarks.md has the times).
+QUICK_IN_CI = False
+QUICK_CONFIRM = ("--confirm-runs", "1", "--confirm-gap-s", "0")
+BENCH_NAMES = ("verify_false_regressions", "verify_detected", "verify_slowdown_ratio",
+               "verify_seconds", "verify_quiet_fresh_runs")
 # A quiet verification beside which other processes took less of the CPUs than this ran on an
 # idle machine (the summary counts its exits apart).
 IDLE_OTHERS_PCT = 10.0
@@ -56,19 +66,19 @@ telemetry: [process_memory]
 {extra}"""
 
 
-def write_campaign(root: Path) -> Path:
+def write_campaign(root: Path, epochs: int = 8) -> Path:
     for folder in ("search_spaces", "hw_profiles", "experiments"):
         (root / folder).mkdir(parents=True)
-    (root / "search_spaces" / "bench.yaml").write_text("""\
+    (root / "search_spaces" / "bench.yaml").write_text(f"""\
 name: verify-bench
 model:
   family: cnn
   dataset: digits
-  arch: {num_stages: [2], depth: [2], width_mult: [1.0], kernel_size: [3], expand_ratio: [4]}
-training: {epochs: 8, batch_size: 128, learning_rate: 0.02, seed: 0}
+  arch: {{num_stages: [2], depth: [2], width_mult: [1.0], kernel_size: [3], expand_ratio: [4]}}
+training: {{epochs: {epochs}, batch_size: 128, learning_rate: 0.02, seed: 0}}
 deployment:
   backends:
-    onnxruntime: {}
+    onnxruntime: {{}}
   precisions: [fp32]
   batch_sizes: [32]
 objectives:
@@ -172,12 +182,18 @@ def verify(bundle: Path, root: Path, report: Path, *extra: str) -> dict[str, Any
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--keep", type=Path, default=None, help="Keep the campaign here.")
+    parser.add_argument("--quick", action="store_true",
+                        help="one round without the hog, one epoch of training, one fresh run "
+                             "to confirm (--rounds ignored)")
     args = parser.parse_args()
+    confirm = QUICK_CONFIRM if args.quick else ()
+    if args.quick:
+        args.rounds = 1
     root = Path(tempfile.mkdtemp(prefix="dse-verify-bench-"))
-    experiment = write_campaign(root)
+    experiment = write_campaign(root, epochs=1 if args.quick else 8)
     took, done, _ = _dse(["run", str(experiment), "--no-report"], root)
     if done.returncode != 0:
         sys.exit(f"the campaign failed: {done.stderr.strip().splitlines()[-1:]}")
@@ -196,14 +212,18 @@ def main() -> None:
         # The 1-minute load average as each quiet verification starts: above 0.75 per core, the
         # machine was busy with other work (the hog rounds' own load decays within a minute).
         load = os.getloadavg()[0]
-        quiet.append({"load": load, **verify(bundle, root, report.with_suffix(".quiet.json"))})
+        quiet.append({"load": load, **verify(bundle, root, report.with_suffix(".quiet.json"),
+                                             *confirm)})
         slowed.append({"how": "threads", **verify(
             bundle, root, report.with_suffix(".threads.json"), "--profile",
-            str(root / "hw_profiles" / "one-thread.yaml"))})
-        with hog(cores):
-            slowed.append({"how": "hog", **verify(bundle, root,
-                                                  report.with_suffix(".hog.json"))})
-        for found in (quiet[-1], *slowed[-2:]):
+            str(root / "hw_profiles" / "one-thread.yaml"), *confirm)})
+        this_round = [quiet[-1], slowed[-1]]
+        if not args.quick:
+            with hog(cores):
+                slowed.append({"how": "hog", **verify(bundle, root,
+                                                      report.with_suffix(".hog.json"))})
+            this_round.append(slowed[-1])
+        for found in this_round:
             print(f"round {round_ + 1} {found.get('how', 'quiet'):<7} {found['verdict']:<9} "
                   f"p50 {found['p50']:.4f} ms ({found['quality']}), {found['runs']} run(s), "
                   f"{found['seconds']:.1f} s"
@@ -225,7 +245,7 @@ def main() -> None:
     # What a CI job sees: exit 1 (regressed, inconclusive on a disturbed window, or failed).
     false_alarms = sum(found["exit"] == 1 for found in quiet)
     caught = [found["exit"] == 1 for found in slowed]
-    for how in ("threads", "hog"):
+    for how in dict.fromkeys(found["how"] for found in slowed):
         mine = [f for f in slowed if f["how"] == how]
         verdicts = statistics.multimode([f["verdict"] for f in mine])
         print(f"{how}: {sum(f['exit'] == 1 for f in mine)} of {len(mine)} caught (exit 1; "

@@ -364,14 +364,14 @@ def interference_part(seed: int = 0, windows: int = WINDOWS,
 
 
 def _front_campaign(folder: Path, name: str, hog_after: int | None, measurement: str = "",
-                    trials: int = 12) -> tuple[set[str], int, int]:
+                    budget: int = 12) -> tuple[set[str], int, int]:
     """One grid campaign; ``hog_after``: trials done before a hog of HOG_BURST_S starts (None:
     quiet)."""
     experiment = folder / "experiments" / f"{name}.yaml"
     experiment.write_text(
         f"name: {name}\nsearch_space: ../search_spaces/onnx-file-example.yaml\n"
         "devices: [../hw_profiles/local-cpu.yaml]\nsampler: {name: grid, seed: 0}\n"
-        f"budget: {{trials: {trials}}}\n"
+        f"budget: {{trials: {budget}}}\n"
         + (f"measurement: {measurement}\n" if measurement else ""))
     process = subprocess.Popen([str(Path(sys.executable).parent / "dse"), "run", str(experiment)],
                                stdout=subprocess.PIPE, text=True, cwd=folder,

@@ -15,19 +15,20 @@ A benchmark whose quick mode runs others' (``reliability.py`` runs its parts as 
 ``PARTS`` tuple of ``(title, script)``: those are checked inside it, their lines among its output,
 not run a second time.
 
-With ``--ci`` (what ``.ci/run`` runs) it leaves out the benchmarks that declare ``QUICK_IN_CI =
+With ``--ci`` (the set sized for CI) it leaves out the benchmarks that declare ``QUICK_IN_CI =
 False``: their quick modes run real campaigns (Ray, training, measuring), each tens of seconds or
 more, and together they would take CI past its budget (BUDGET_S for all quick modes; the figures
 are in docs/benchmarks.md). It names them at the end; the parts of one left out run on their own.
 
 Names, parts and the CI flag are read from each script's source (``ast``), not by importing it,
-so a script whose imports broke fails as itself, with its traceback. A script with a ``__main__`` block but
-no ``BENCH_NAMES`` is an error, so that a new benchmark cannot be left out; a module without one
-(``vendor_tools.py``, ``watched_timing.py``, ``study_counts.py``) is a helper the benchmarks
-import.
+so a script whose imports broke fails as itself, with its traceback. A script with a
+``__main__`` block but no ``BENCH_NAMES`` is an error, so that a new benchmark cannot be left
+out; a module without one (``vendor_tools.py``, ``watched_timing.py``, ``study_counts.py``) is a
+helper the benchmarks import.
 
 Prints one line per run (``ok``, ``skip`` or ``FAIL``, its seconds), the reason and the end of
-the output of each failure, and the total against BUDGET_S. Exit status 1 when any failed.
+the output of each failure, and the total (with ``--ci``, against BUDGET_S). Exit status 1 when
+any failed.
 
 Usage: ``python benchmarks/quick.py [SCRIPT ...] [--ci] [--timeout 300]`` (default: every
 benchmark).
@@ -47,8 +48,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-# What all quick modes may take together: CI (.ci/run) must end within 25 minutes, and the
-# tests and the lint before them take most of that (docs/benchmarks.md).
+# What the quick modes of --ci may take together: CI (.ci/run) must end within 25 minutes, and
+# the tests and the lint take most of that (docs/benchmarks.md).
 BUDGET_S = 180.0
 TIMEOUT_S = 300.0  # one script: a hang fails it, not the whole CI job
 SKIP_PREFIX = "SKIP "
@@ -240,7 +241,7 @@ def main() -> int:
             report(outcomes[-1], bench.parts)
     total = sum(o.seconds for o in outcomes)
     failed = [o.script for o in outcomes if o.status == "FAIL"]
-    over = f", OVER the budget of {BUDGET_S:.0f} s" if total > BUDGET_S else ""
+    over = f", OVER CI's budget of {BUDGET_S:.0f} s" if args.ci and total > BUDGET_S else ""
     print(f"{len(outcomes)} quick runs in {total:.0f} s{over}; "
           + (f"FAILED: {', '.join(failed)}" if failed else "all passed"))
     left_out = [b.path.name for b in benches if args.ci and not b.in_ci

@@ -1,6 +1,6 @@
 """The runner of the benchmarks' quick modes (benchmarks/quick.py): what it counts as a benchmark,
 what it requires of one's output, and that every benchmark declares its BENCH lines and has a
-quick mode. It runs no benchmark: CI runs them (.ci/run)."""
+quick mode. It runs no benchmark: ``python benchmarks/quick.py`` does."""
 
 from __future__ import annotations
 

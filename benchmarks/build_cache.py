@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import optuna
+from tiny_space import tiny_space
 
 REPO = Path(__file__).resolve().parents[1]
 # Its quick mode runs real campaigns (Ray, training, measuring): tens of seconds, too many for
@@ -31,22 +32,7 @@ TRIALS, QUICK_TRIALS = 32, 2
 BENCH_NAMES = ("cache_speedup", "cache_rebuilds")
 
 
-QUICK_SPACE = """\
-name: cache-quick
-model:
-  family: cnn
-  dataset: digits
-  arch: {num_stages: [1], depth: [1], width_mult: [0.5], kernel_size: [3], expand_ratio: [2]}
-training: {epochs: 1, batch_size: 128, seed: 0}
-deployment:
-  backends:
-    onnxruntime: {knobs: {intra_op_threads: [1]}}
-  precisions: [fp32]
-  batch_sizes: [1, 8]
-objectives:
-  - metric: accuracy
-  - metric: latency_p50_ms
-"""
+QUICK_SPACE = tiny_space("cache-quick", [1, 8])
 
 
 def experiment_text(name: str, trials: int, space: Path) -> str:

@@ -42,6 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tiny_space import tiny_space
+
 REPO = Path(__file__).resolve().parents[1]
 ROUNDS = 7
 SHIPPED = ("search_spaces/*.yaml", "hw_profiles/*.yaml", "hw_profiles/replay/*.yaml",
@@ -58,22 +60,7 @@ def write_campaign(root: Path) -> Path:
     """One candidate, a tiny budget: the first run is short, the reruns have nothing to do."""
     for folder in ("search_spaces", "hw_profiles", "experiments"):
         (root / folder).mkdir(parents=True)
-    (root / "search_spaces" / "one.yaml").write_text("""\
-name: first-hour
-model:
-  family: cnn
-  dataset: digits
-  arch: {num_stages: [1], depth: [1], width_mult: [0.5], kernel_size: [3], expand_ratio: [2]}
-training: {epochs: 1, batch_size: 128, seed: 0}
-deployment:
-  backends:
-    onnxruntime: {knobs: {intra_op_threads: [1]}}
-  precisions: [fp32]
-  batch_sizes: [1]
-objectives:
-  - metric: accuracy
-  - metric: latency_p50_ms
-""")
+    (root / "search_spaces" / "one.yaml").write_text(tiny_space("first-hour", [1]))
     (root / "hw_profiles" / "local-cpu.yaml").write_text("""\
 name: local-cpu
 kind: cpu

@@ -23,8 +23,8 @@ are in docs/benchmarks.md). It names them at the end; the parts of one left out 
 Names, parts and the CI flag are read from each script's source (``ast``), not by importing it,
 so a script whose imports broke fails as itself, with its traceback. A script with a
 ``__main__`` block but no ``BENCH_NAMES`` is an error, so that a new benchmark cannot be left
-out; a module without one (``vendor_tools.py``, ``watched_timing.py``, ``study_counts.py``) is a
-helper the benchmarks import.
+out; a module without one (``vendor_tools.py``, ``watched_timing.py``, ``study_counts.py``,
+``tiny_space.py``) is a helper the benchmarks import.
 
 Prints one line per run (``ok``, ``skip`` or ``FAIL``, its seconds), the reason and the end of
 the output of each failure, and the total (with ``--ci``, against BUDGET_S). Exit status 1 when

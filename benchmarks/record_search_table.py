@@ -28,6 +28,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pandas as pd
+from tiny_space import tiny_space
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENT = REPO / "benchmarks" / "search_table" / "record.yaml"
@@ -37,22 +38,7 @@ TABLE = REPO / "tests" / "fixtures" / "search" / "cnn-digits-grid.csv"
 _KEPT_METRICS = ("accuracy", "latency_p50_ms", "latency_p99_ms", "throughput_sps",
                  "process_rss_peak_mb")
 BENCH_NAMES = ("record_candidates", "record_ok", "record_seconds")
-QUICK_SPACE = """\
-name: record-quick
-model:
-  family: cnn
-  dataset: digits
-  arch: {num_stages: [1], depth: [1], width_mult: [0.5], kernel_size: [3], expand_ratio: [2]}
-training: {epochs: 1, batch_size: 128, seed: 0}
-deployment:
-  backends:
-    onnxruntime: {knobs: {intra_op_threads: [1]}}
-  precisions: [fp32]
-  batch_sizes: [1, 8]
-objectives:
-  - metric: accuracy
-  - metric: latency_p50_ms
-"""
+QUICK_SPACE = tiny_space("record-quick", [1, 8])
 QUICK_EXPERIMENT = f"""\
 name: record-quick
 search_space: space.yaml

@@ -3,7 +3,7 @@ it runs, what its build cost, and how close it stays to fp32.
 
 Models: the cnn family's default architecture and the transformer family's (each trained briefly on
 its dataset), and the shipped ONNX file (search_spaces/models/digits-cnn.onnx). Each cell goes
-through dse's own worker path (``dse.farm.prepare.prepare_candidate``: train or load, build the
+through dse's own worker path (``dse.trial.prepare.prepare_candidate``: train or load, build the
 artifact, compile, score fidelity against the fp32 torch reference) and is timed with dse's
 measurement protocol (``dse.measure.measure_latency``). LiteRT and ExecuTorch also run at fp32
 without their XNNPACK delegate (``litert-builtin``, ``executorch-portable``). TVM runs twice: with
@@ -127,7 +127,7 @@ def installed_backends() -> list[str]:
 
 def cells_for(model: str, backends: list[str], tuning_trials: int) -> list[Cell]:
     from dse.backends import CAPABILITIES
-    from dse.parts.backends import declaration
+    from dse.plugins.backends import declaration
 
     cells = []
     for backend in backends:
@@ -155,10 +155,10 @@ def quick_cells(cells: list[Cell]) -> list[Cell]:
 
 def prepare(cell: Cell, spec: dict[str, Any], cache: Path) -> None:
     from dse.backends import get_backend
-    from dse.candidate import Candidate
-    from dse.exceptions import BuildError
-    from dse.farm.prepare import prepare_candidate
+    from dse.core.candidate import Candidate
+    from dse.core.exceptions import BuildError
     from dse.spec import HardwareProfile
+    from dse.trial.prepare import prepare_candidate
 
     backend = get_backend(cell.backend)
     profile = HardwareProfile(name="bench-cpu", kind="cpu", backends=[cell.backend],

@@ -58,7 +58,7 @@ def main() -> None:
                         help=f"{QUICK_TRIALS} trials, one Ray for both runs")
     quick = parser.parse_args().quick
     trials = QUICK_TRIALS if quick else TRIALS
-    from dse.api import load_experiment, run_campaign
+    from dse.app.api import load_experiment, run_campaign
     from dse.farm.cluster import shutdown
     from dse.search.study import open_study
 

@@ -27,8 +27,8 @@ from tempfile import TemporaryDirectory
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-from dse.candidate import Candidate
-from dse.measurement import Measurement
+from dse.core.candidate import Candidate
+from dse.core.measurement import Measurement
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 
 DEVICE_SECONDS = 0.05

@@ -29,8 +29,8 @@ import time
 import warnings
 from pathlib import Path
 
-from dse.candidate import Candidate
-from dse.measurement import Measurement
+from dse.core.candidate import Candidate
+from dse.core.measurement import Measurement
 from dse.spec import MeasureSpec, TrainingSpec
 from dse.spec.loading import load_profile
 

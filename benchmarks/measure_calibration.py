@@ -162,7 +162,7 @@ def _one_run(kind: str, path: str, blocks: int, gap: float, floor_path: str) -> 
 def _artifacts(folder: Path, names: tuple[str, ...]) -> dict[str, Path]:
     import torch
 
-    from dse.build.export import export_onnx
+    from dse.artifacts.onnx_export import export_onnx
     from dse.models import get_family
 
     family = get_family("cnn")
@@ -230,10 +230,10 @@ def _calibrate(folder: Path, runs: int, gap_s: float, max_seconds: float | None 
     """What ``dse calibrate`` does on the local device, before any artifact is measured: the
     reference workloads (not the artifacts below) in fresh processes, with the default protocol
     (``max_seconds``: a shorter cap on each window)."""
-    from dse.farm.calibrate import calibrate_device
     from dse.measure.run_to_run import save
     from dse.spec import MeasureSpec
     from dse.spec.loading import load_profile
+    from dse.trial.calibrate import calibrate_device
 
     profile = load_profile(REPO / "hw_profiles" / "local-cpu.yaml")
     start = time.perf_counter()
@@ -307,9 +307,9 @@ def interference_part(seed: int = 0, windows: int = WINDOWS,
                       window_s: tuple[float, float] = (0.5, 1.0)) -> tuple[float, float]:
     import onnxruntime as ort
 
-    from dse.build.export import export_onnx
+    from dse.artifacts.onnx_export import export_onnx
     from dse.measure import measure_latency
-    from dse.measure.quality import disturbed
+    from dse.measure.measurement_quality import disturbed
     from dse.measure.telemetry import make_probe
     from dse.measure.telemetry.base import Window
     from dse.models import get_family
@@ -443,7 +443,7 @@ def slow_part(sizes: Sizes = FULL) -> dict[str, float]:
     interval is wider than the campaign's precision target (``front_imprecise_points``)."""
     import pandas as pd
 
-    from dse.api import load_experiment
+    from dse.app.api import load_experiment
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

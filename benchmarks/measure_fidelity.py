@@ -122,7 +122,7 @@ def main() -> None:
     import onnxruntime as ort
     import torch
 
-    from dse.build.export import export_onnx
+    from dse.artifacts.onnx_export import export_onnx
     from dse.models import get_family
 
     torch.manual_seed(0)

@@ -48,7 +48,7 @@ BENCH_NAMES = ("profile_seconds", "profile_vs_validate", "op_time_coverage")
 
 
 def _installed(backend: str) -> bool:
-    from dse.parts.backends import declaration
+    from dse.plugins.backends import declaration
 
     declared = declaration(backend)
     if not declared.profiler:

@@ -3,8 +3,8 @@
 Samples distinct architectures of the ``cnn`` family, without replacement and seeded, from the
 grid of ``search_spaces/cnn-digits.yaml``. For each one, the network is built exactly as
 training builds it (``torch.manual_seed(seed)`` then ``family.build``) and scored at
-initialisation by every proxy in ``dse.quality.proxies`` on one minibatch of digits training
-images; then the same initial weights are trained with ``dse.quality.train_or_load`` (the
+initialisation by every proxy in ``dse.accuracy.proxies`` on one minibatch of digits training
+images; then the same initial weights are trained with ``dse.accuracy.train_or_load`` (the
 space's own ``training:`` settings — what a cnn-digits campaign trains with — unless overridden)
 and evaluated on the held-out split.
 
@@ -48,7 +48,7 @@ FAMILY = "cnn"
 PROXY_BATCH = 64  # images per proxy minibatch: the default training batch size
 TOP = 10  # the "best architectures" the filter line follows
 QUICK_ARCHS = 3
-# The parameter count, and each proxy registered in dse today (dse.quality.proxies.PROXIES; a
+# The parameter count, and each proxy registered in dse today (dse.accuracy.proxies.PROXIES; a
 # plugin's proxy prints a line of its own too).
 BENCH_NAMES = ("proxy_spearman_params", "proxy_spearman_synflow", "proxy_spearman_naswot",
                "proxy_spearman_grad_norm", "proxy_cost_ratio")
@@ -119,8 +119,8 @@ def survivors(scores: list[float], accuracies: list[float], top: int) -> int:
 
 
 def run(args: argparse.Namespace, cache_dir: Path) -> None:
-    from dse.quality import load_digits_split, torch_threads, train_or_load
-    from dse.quality.proxies import PROXIES, proxy_scores
+    from dse.accuracy import load_digits_split, torch_threads, train_or_load
+    from dse.accuracy.proxies import PROXIES, proxy_scores
 
     grid = arch_grid(SPACE)
     if not 1 <= args.archs <= len(grid):

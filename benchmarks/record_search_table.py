@@ -74,7 +74,7 @@ def versions() -> dict[str, str]:
 def distinct_rows(trials: pd.DataFrame) -> pd.DataFrame:
     """One row per candidate measured (reuses dropped), parameters without their ``param.``
     prefix, the kept metric columns, ``status`` and ``reason``."""
-    from dse.columns import metric_column
+    from dse.core.columns import metric_column
 
     measured = trials[trials["reused_from"].isna()].sort_values("trial", kind="mergesort")
     params = [c for c in measured.columns if c.startswith("param.") and c != "param.family"]
@@ -86,8 +86,8 @@ def distinct_rows(trials: pd.DataFrame) -> pd.DataFrame:
 
 def record(run_root: Path, experiment_file: Path = EXPERIMENT
            ) -> tuple[pd.DataFrame, dict[str, object]]:
-    from dse.api import load_experiment, run_campaign
-    from dse.exceptions import DseError
+    from dse.app.api import load_experiment, run_campaign
+    from dse.core.exceptions import DseError
     from dse.farm.cluster import shutdown
     from dse.results import load_campaign, trials_frame
 

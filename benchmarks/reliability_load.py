@@ -41,9 +41,9 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 import psutil
 from study_counts import measured_candidates
 
-from dse.candidate import Candidate
+from dse.core.candidate import Candidate
+from dse.core.measurement import Measurement
 from dse.farm.dispatcher import Dispatcher, Done, Job
-from dse.measurement import Measurement
 from dse.search.loop import TrialOutcome
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 
@@ -128,8 +128,8 @@ def run(devices: int, trials: int) -> int:
     """Runs the campaign and prints the figures; returns the number of failed checks."""
     from optuna.trial import TrialState
 
-    from dse.api import load_experiment
-    from dse.campaign_setup import declare_metrics
+    from dse.app.api import load_experiment
+    from dse.app.campaign_setup import declare_metrics
     from dse.farm.cluster import EMBEDDED_ENV, shutdown
     from dse.farm.resources import device_resource
     from dse.search.loop import SearchLoop

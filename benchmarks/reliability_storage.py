@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from study_counts import duplicates, measured_candidates  # noqa: E402
 
-from dse.api import load_experiment, run_campaign  # noqa: E402
+from dse.app.api import load_experiment, run_campaign  # noqa: E402
 from dse.results import load_campaign  # noqa: E402
 from dse.storage.postgres_server import PostgresServer, unavailable_reason  # noqa: E402
 from tests.replay_campaign import replay_campaign  # noqa: E402

@@ -48,7 +48,7 @@ import numpy as np
 import optuna
 from plotly.offline import get_plotlyjs
 
-from dse.measurement import Measurement
+from dse.core.measurement import Measurement
 from dse.report.dashboard import dashboard_html, dashboard_info, write_dashboard
 from dse.results import (
     competing_mask,

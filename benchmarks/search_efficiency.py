@@ -133,8 +133,8 @@ def load_table(name: str = "cnn-digits") -> ReplayTable:
     size and hypervolume over the space's objectives."""
     import pandas as pd
 
-    from dse.metrics import name_of_column
-    from dse.search.evaluators import ReplayEvaluator
+    from dse.core.metrics import name_of_column
+    from dse.search.evaluators.dispatchers import ReplayEvaluator
     from dse.search.pareto import default_reference, hypervolume, pareto_mask
     from dse.spec.loading import load_profile, load_search_space
 
@@ -169,8 +169,8 @@ class SearchRun:
 
 def new_sampler(variant: str, seed: int, table: ReplayTable) -> Any:
     from dse.search.candidate_space import CandidateSpace
-    from dse.search.samplers import make_sampler
-    from dse.search.surrogate_sampler import SamplerContext
+    from dse.search.samplers.registered import make_sampler
+    from dse.search.samplers.surrogate import SamplerContext
     from dse.spec import SamplerSpec
 
     if variant not in VARIANTS:
@@ -193,8 +193,8 @@ def search_run(table: ReplayTable, variant: str, seed: int, *, max_asks: int | N
     import optuna
     from optuna.trial import TrialState
 
-    from dse.metrics import metric
-    from dse.search.evaluators import InfeasibleCandidate
+    from dse.core.metrics import metric
+    from dse.search.evaluators.dispatchers import InfeasibleCandidate
     from dse.search.pareto import hypervolume
     from dse.search.space import suggest_candidate
 
@@ -330,10 +330,10 @@ def proposal_seconds(space_file: Path, trials: int = 300, timed: int = 15, seed:
     them."""
     import optuna
 
-    from dse.metrics import declare, metric
+    from dse.core.metrics import declare, metric
     from dse.search.candidate_space import CandidateSpace, params_key
+    from dse.search.samplers.surrogate import SamplerContext, SurrogateSampler
     from dse.search.space import suggest_candidate
-    from dse.search.surrogate_sampler import SamplerContext, SurrogateSampler
     from dse.spec.loading import load_profile, load_search_space
 
     space = load_search_space(space_file)
@@ -349,7 +349,7 @@ def proposal_seconds(space_file: Path, trials: int = 300, timed: int = 15, seed:
         digest = int(params_key(params).encode().hex()[-12:], 16)
         return [((digest >> (8 * i)) % 251) / 251.0 for i in range(len(objectives))]
 
-    import dse.search.surrogate_sampler as surrogate
+    import dse.search.samplers.surrogate as surrogate
 
     spread, surrogate.SPREAD_START = surrogate.SPREAD_START, False  # a random fill is enough
     try:
@@ -422,9 +422,9 @@ def loop_overhead(table_name: str, trials: int, pairs: int) -> tuple[float, floa
     import optuna
     from optuna.trial import TrialState
 
-    from dse.api import run_campaign
-    from dse.metrics import metric
-    from dse.search.evaluators import InfeasibleCandidate, ReplayEvaluator
+    from dse.app.api import run_campaign
+    from dse.core.metrics import metric
+    from dse.search.evaluators.dispatchers import InfeasibleCandidate, ReplayEvaluator
     from dse.search.space import suggest_candidate
     from dse.spec.loading import load_search_space
 

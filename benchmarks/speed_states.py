@@ -84,7 +84,7 @@ def _export(folder: Path) -> Path:
     """The candidate's model: a ``cnn`` of the family's medium size, exported by dse."""
     import torch
 
-    from dse.build.export import export_onnx
+    from dse.artifacts.onnx_export import export_onnx
     from dse.models import get_family
 
     family = get_family("cnn")

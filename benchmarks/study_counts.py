@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from optuna.trial import FrozenTrial, TrialState
 
-from dse.trial_record import TrialAttr
+from dse.core.trial_record import TrialAttr
 
 
 def is_measurement(trial: FrozenTrial) -> bool:

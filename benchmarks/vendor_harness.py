@@ -2,7 +2,7 @@
 
 For every backend whose vendor tool is installed here (``vendor_tools.py``: OpenVINO's
 ``benchmark_app``, LiteRT's ``litert-benchmark``), two models go through dse's own build path
-(``dse.build.build_artifact``: the ONNX export, the LiteRT conversion) — the quickstart CNN (the
+(``dse.artifacts.build_artifact``: the ONNX export, the LiteRT conversion) — the quickstart CNN (the
 ``cnn`` family's default arch, 1x8x8 input: overhead-dominated) and a ResNet-like 3x32x32 network
 built with torch (compute-dominated) — at batch 1 and a larger batch. Both sides run fp32 on one
 thread, one stream, synchronously. dse's figure is the p50 of ``dse.measure_latency`` over the
@@ -155,10 +155,10 @@ def _cases(backends: list[str], cache_dir: Path, quick: bool) -> list[Case]:
     by the backend (one thread)."""
     import numpy as np
 
+    from dse.accuracy.cache import TrainedModel
+    from dse.artifacts import ArtifactCache, build_artifact
     from dse.backends import get_backend
-    from dse.build import ArtifactCache, build_artifact
-    from dse.candidate import Candidate
-    from dse.quality.cache import TrainedModel
+    from dse.core.candidate import Candidate
     from dse.spec import HardwareProfile
 
     profile = HardwareProfile(name="vendor-harness", kind="cpu", backends=backends,
@@ -267,7 +267,7 @@ def compare(quick: bool, rounds: int | None = None) -> tuple[float, float]:
     machine's load. The largest deviation over the resolved cases, on the tool's clock and on
     dse's host clock (nan when no vendor tool is installed)."""
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-    from dse.user_cache import user_cache_root
+    from dse.util.user_cache import user_cache_root
 
     backends = [name for name, tool in TOOLS.items() if tool.exists()]
     if not backends:

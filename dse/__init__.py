@@ -7,26 +7,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dse.version import __version__
+from dse.core.version import __version__
 
 _API = {
-    "load_experiment": "dse.api",
-    "validate_files": "dse.api",
-    "run_campaign": "dse.api",
-    "write_report": "dse.api",
-    "CampaignResult": "dse.api",
-    "calibrate": "dse.calibration",
-    "DeviceCalibration": "dse.calibration",
-    "profile": "dse.trial_profile",
-    "TrialProfile": "dse.trial_profile",
-    "export": "dse.bundle_export",
-    "ExportedBundle": "dse.bundle_export",
-    "verify": "dse.bundle_verify",
-    "VerifyReport": "dse.bundle_verify",
-    "Candidate": "dse.candidate",
-    "Measurement": "dse.measurement",
-    "METRICS": "dse.metrics",
-    "MetricSpec": "dse.metrics",
+    "load_experiment": "dse.app.api",
+    "validate_files": "dse.app.api",
+    "run_campaign": "dse.app.api",
+    "write_report": "dse.app.api",
+    "CampaignResult": "dse.app.api",
+    "calibrate": "dse.app.calibration",
+    "DeviceCalibration": "dse.app.calibration",
+    "profile": "dse.app.trial_profile",
+    "TrialProfile": "dse.app.trial_profile",
+    "export": "dse.app.bundle_export",
+    "ExportedBundle": "dse.app.bundle_export",
+    "verify": "dse.app.bundle_verify",
+    "VerifyReport": "dse.app.bundle_verify",
+    "Candidate": "dse.core.candidate",
+    "Measurement": "dse.core.measurement",
+    "METRICS": "dse.core.metrics",
+    "MetricSpec": "dse.core.metrics",
     "measure_latency": "dse.measure.harness",
     "measure_offline": "dse.measure.scenarios",
     "LatencyStats": "dse.measure.stats",
@@ -35,17 +35,17 @@ _API = {
     "hypervolume": "dse.search.pareto",
     "hypervolume_history": "dse.search.pareto",
     "noise_aware_mask": "dse.search.pareto",
-    "InfeasibleCandidate": "dse.search.evaluators",
-    "ReplayEvaluator": "dse.search.evaluators",
-    "DseError": "dse.exceptions",
-    "SpecError": "dse.exceptions",
-    "DeployedModel": "dse.quality.user_evaluator",
+    "InfeasibleCandidate": "dse.search.evaluators.dispatchers",
+    "ReplayEvaluator": "dse.search.evaluators.dispatchers",
+    "DseError": "dse.core.exceptions",
+    "SpecError": "dse.core.exceptions",
+    "DeployedModel": "dse.accuracy.user_evaluator",
     "graph_stats": "dse.models.graph_stats",
     "GraphStats": "dse.models.graph_stats",
     "CampaignStorage": "dse.storage",
-    "load_campaign": "dse.results.export",
-    "list_parts": "dse.catalog",
-    "markdown_table": "dse.catalog",
+    "load_campaign": "dse.results.run_files",
+    "list_parts": "dse.app.catalog",
+    "markdown_table": "dse.app.catalog",
 }
 
 __all__ = [
@@ -89,28 +89,29 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from dse.api import (
+    from dse.accuracy.user_evaluator import DeployedModel
+    from dse.app.api import (
         CampaignResult,
         load_experiment,
         run_campaign,
         validate_files,
         write_report,
     )
-    from dse.bundle_export import ExportedBundle, export
-    from dse.bundle_verify import VerifyReport, verify
-    from dse.calibration import DeviceCalibration, calibrate
-    from dse.candidate import Candidate
-    from dse.catalog import list_parts, markdown_table
-    from dse.exceptions import DseError, SpecError
+    from dse.app.bundle_export import ExportedBundle, export
+    from dse.app.bundle_verify import VerifyReport, verify
+    from dse.app.calibration import DeviceCalibration, calibrate
+    from dse.app.catalog import list_parts, markdown_table
+    from dse.app.trial_profile import TrialProfile, profile
+    from dse.core.candidate import Candidate
+    from dse.core.exceptions import DseError, SpecError
+    from dse.core.measurement import Measurement
+    from dse.core.metrics import METRICS, MetricSpec
     from dse.measure.harness import measure_latency
     from dse.measure.scenarios import measure_offline
     from dse.measure.stats import LatencyStats
-    from dse.measurement import Measurement
-    from dse.metrics import METRICS, MetricSpec
     from dse.models.graph_stats import GraphStats, graph_stats
-    from dse.quality.user_evaluator import DeployedModel
-    from dse.results.export import load_campaign
-    from dse.search.evaluators import InfeasibleCandidate, ReplayEvaluator
+    from dse.results.run_files import load_campaign
+    from dse.search.evaluators.dispatchers import InfeasibleCandidate, ReplayEvaluator
     from dse.search.pareto import (
         hypervolume,
         hypervolume_history,
@@ -119,7 +120,6 @@ if TYPE_CHECKING:
         pareto_mask,
     )
     from dse.storage import CampaignStorage
-    from dse.trial_profile import TrialProfile, profile
 
 
 def __getattr__(name: str) -> Any:

@@ -15,7 +15,7 @@ from tests.conftest import REPO
 # listed (at most 10 of them) by the subprocess.
 _PROBE = """
 import importlib.util, json, os, sys, sysconfig
-import dse.cli, dse.api, optuna, pandas, plotly, ray, sqlalchemy, torch
+import dse.cli, dse.app.api, optuna, pandas, plotly, ray, sqlalchemy, torch
 purelib = sysconfig.get_paths()["purelib"]
 stale = []
 for module in list(sys.modules.values()):

@@ -22,8 +22,8 @@ DATA = frozenset({"__version__", "METRICS"})
 # where those differ: the examples live in the docstrings of the defining module. Written out so
 # that collecting the tests imports nothing heavy; test_defining_modules_are_listed keeps it true.
 MODULES = sorted(set(dse._API.values()) | {
-    "dse.search.evaluator_calls",  # InfeasibleCandidate, re-exported by dse.search.evaluators
-    "dse.search.replay",  # ReplayEvaluator, re-exported by dse.search.evaluators
+    "dse.search.evaluators.calls",  # InfeasibleCandidate, re-exported by dse.search.evaluators.dispatchers
+    "dse.search.evaluators.replay",  # ReplayEvaluator, re-exported by dse.search.evaluators.dispatchers
     "dse.storage.campaign",  # CampaignStorage, re-exported by dse.storage
 })
 

@@ -27,7 +27,7 @@ import pandas as pd
 import pytest
 
 from dse.backends import Backend, BackendDeclaration, Capability, Runner, register_backend
-from dse.exceptions import BuildError
+from dse.core.exceptions import BuildError
 from dse.measure.telemetry import Probe, ProbeResult, ProbeSettings, Trace, Window, register_probe
 from dse.models import ModelFamily, register_family
 from tests.conftest import LOCAL_CPU, REPO, TINY_SPACE
@@ -279,7 +279,7 @@ def test_a_plugin_that_cannot_load_is_one_line(tmp_path: Path) -> None:
 
 
 def test_a_name_is_registered_once() -> None:
-    from dse.parts.registry import Registry
+    from dse.plugins.registry import Registry
 
     things: Registry[int] = Registry("thing", (), lambda item: f"item {item}")
     things.register("a", 1)

@@ -1,4 +1,4 @@
-"""The trial record's names: each spelt once, in dse.trial_record, and read and written by it."""
+"""The trial record's names: each spelt once, in dse.core.trial_record, and read and written by it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import dse
-from dse.trial_record import StudyAttr, TrialAttr
+from dse.core.trial_record import StudyAttr, TrialAttr
 
 PACKAGE = Path(dse.__file__).parent
 # (module, literal) pairs allowed to stay literal.
@@ -84,7 +84,7 @@ def _found() -> list[str]:
 
 def test_no_trial_or_study_attribute_is_named_by_a_literal() -> None:
     found = _found()
-    assert not found, ("name these attributes by dse.trial_record's TrialAttr / StudyAttr:\n"
+    assert not found, ("name these attributes by dse.core.trial_record's TrialAttr / StudyAttr:\n"
                        + "\n".join(found))
 
 

@@ -5,10 +5,10 @@ registry imports them on first use (and the modules named in ``$DSE_PLUGINS``), 
 package imports no backend, torch or onnxruntime.
 """
 
+from dse.backends.backend_registry import BACKENDS, get_backend, register_backend
 from dse.backends.base import PROVENANCE_KEYS, Backend, Runner, default_threads
 from dse.backends.capabilities import CAPABILITIES, Capability, supports, supports_device
-from dse.backends.registry import BACKENDS, get_backend, register_backend
-from dse.parts.backends import BackendDeclaration
+from dse.plugins.backends import BackendDeclaration
 
 __all__ = [
     "BACKENDS",

@@ -10,17 +10,17 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from dse.exceptions import BuildError
+from dse.core.exceptions import BuildError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     import numpy as np
 
+    from dse.artifacts import Artifact
+    from dse.backends.bundle_extras import BundleExtras
     from dse.backends.op_profile import OpProfile, ProfileRequest
-    from dse.backends.standalone import BundleExtras
-    from dse.build import Artifact
-    from dse.parts.backends import BackendDeclaration
+    from dse.plugins.backends import BackendDeclaration
     from dse.spec import HardwareProfile
 
 # Keys every runner's describe() has, so results can be compared across backends.
@@ -73,7 +73,7 @@ class Runner(ABC):
         """The timed call: the logits of the fixed batch ``x``, with ``x`` bound to the runtime
         once, as a deployment binds its input and output tensors once and then only runs.
 
-        Called once per timed window (``dse.farm.timing``, the plain window of
+        Called once per timed window (``dse.trial.timing``, the plain window of
         ``dse.profiling``), before its warm-up; the function it returns is then called any
         number of times, each call synchronous like :meth:`run`, and is what the harness times.
 
@@ -128,10 +128,10 @@ class Runner(ABC):
 
 
 class Backend(ABC):
-    """A compiler/runtime: turns an :class:`~dse.build.Artifact` into a :class:`Runner`.
+    """A compiler/runtime: turns an :class:`~dse.artifacts.Artifact` into a :class:`Runner`.
 
     Life cycle: a subclass is registered at import with
-    :func:`~dse.backends.registry.register_backend`, which keeps one instance; :meth:`compile` is
+    :func:`~dse.backends.backend_registry.register_backend`, which keeps one instance; :meth:`compile` is
     called once per candidate, on the device worker, after the artifact is built. Implementations
     import their runtime inside ``compile`` so that importing the backend costs nothing.
 
@@ -200,7 +200,7 @@ class Backend(ABC):
         the knobs (``dse export``, on the device worker, from the runner as compiled): settings
         it cannot read from the knobs, files it loads instead of the artifact. Backends whose
         ``run.py`` needs some override it; the default adds nothing."""
-        from dse.backends.standalone import BundleExtras
+        from dse.backends.bundle_extras import BundleExtras
 
         return BundleExtras()
 

@@ -2,7 +2,7 @@
 
 Consulted before anything heavy is imported or built, so impossible candidates are never proposed
 (search) and never built (farm). Each backend declares its own entries (``capability`` of its
-:class:`~dse.parts.backends.BackendDeclaration`); this module holds the vocabulary they share and
+:class:`~dse.plugins.backends.BackendDeclaration`); this module holds the vocabulary they share and
 the table derived from them. The key is (backend, precision, device kind) only: runtime knobs (a
 torch.compile mode, a thread count) are validated by the backend when it compiles, and
 ``min_compute_capability`` is checked there too, because a profile does not name its GPU.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from itertools import product
 
-from dse.parts.backends import DEVICE_KINDS, PRECISIONS, Capability, backend_names, capability
+from dse.plugins.backends import DEVICE_KINDS, PRECISIONS, Capability, backend_names, capability
 
 __all__ = ["CAPABILITIES", "DEVICE_KINDS", "PRECISIONS", "Capability", "supports",
            "supports_device"]

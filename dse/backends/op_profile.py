@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dse.exceptions import BuildError
+from dse.core.exceptions import BuildError
 
 
 class ProfilerMissing(BuildError):
@@ -97,7 +97,7 @@ class ProfileRequest:
         runner: the candidate's runner, compiled by this backend and warm; a backend whose
             profiler must be switched on at build time (ONNX Runtime, OpenVINO) builds a profiled
             sibling from ``artifact`` with the same settings and leaves this one as it is.
-        artifact: the :class:`~dse.build.Artifact` the runner was compiled from.
+        artifact: the :class:`~dse.artifacts.Artifact` the runner was compiled from.
         knobs: the candidate's knobs.
         profile: the device's :class:`~dse.spec.HardwareProfile`.
         batch: the input every profiled call gets, (batch_size, *input_shape) float32 numpy.

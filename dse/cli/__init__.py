@@ -19,8 +19,8 @@ from dse.cli.farm_commands import cluster_app, devices, worker
 from dse.cli.file_commands import schema, validate
 from dse.cli.list_command import list_cmd
 from dse.cli.profile_command import profile
-from dse.exceptions import DseError
-from dse.version import __version__
+from dse.core.exceptions import DseError
+from dse.core.version import __version__
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 

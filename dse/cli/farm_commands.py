@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from dse.cli.common import AddressOption, fail, plain_console
-from dse.exceptions import DseError
+from dse.core.exceptions import DseError
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -17,14 +17,14 @@ from typing import Any
 import numpy as np
 import yaml
 
-from dse.atomic import atomic_write_text
-from dse.candidate import Candidate
+from dse.core.candidate import Candidate
+from dse.core.exceptions import DseError
+from dse.core.version import __version__
 from dse.deploy import layout
 from dse.deploy.exported import CarriedData, ExportedModel
 from dse.deploy.manifest import file_sha256, write_manifest
 from dse.deploy.standalone import write_standalone
-from dse.exceptions import DseError
-from dse.version import __version__
+from dse.util.atomic import atomic_write_text
 
 # The compact latency distribution: every percentile, and the far tail.
 _QUANTILES = [*range(101), 99.9]
@@ -177,7 +177,7 @@ def _deployment(exported: ExportedModel, candidate: Candidate, trial: RecordedTr
 
 
 def _measurements(trial: RecordedTrial, data: CarriedData) -> dict[str, Any]:
-    from dse.quality.fidelity import fidelity_metrics
+    from dse.accuracy.agreement import fidelity_metrics
 
     def finite(values: dict[str, float]) -> dict[str, float]:
         return {k: float(v) for k, v in sorted(values.items())

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dse.backends.standalone import BundleExtras
+from dse.backends.bundle_extras import BundleExtras
 
 if TYPE_CHECKING:
-    from dse.candidate import Candidate
+    from dse.core.candidate import Candidate
+    from dse.core.measurement import Measurement
     from dse.measure.run_to_run import RunToRun
-    from dse.measurement import Measurement
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class ExportedModel:
         input_shape: one sample's shape.
         fixed_batch: the batch size a user's ONNX file fixes, or None.
         data: the inputs carried and the outputs on them.
-        fingerprint: the device's fingerprint (``dse.build.fingerprint``).
+        fingerprint: the device's fingerprint (``dse.artifacts.fingerprint``).
         versions: installed versions of the backend's libraries and ``run.py``'s requirements.
         output_dtype: the dtype of the runner's outputs.
         run_to_run: the device's calibrated run-to-run variation (``dse calibrate``), or None.

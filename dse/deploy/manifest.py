@@ -8,8 +8,8 @@ import hashlib
 import re
 from pathlib import Path
 
-from dse.atomic import atomic_write_text
 from dse.deploy.layout import MANIFEST
+from dse.util.atomic import atomic_write_text
 
 # Written into a bundle after export, by dse verify; never part of what is checked.
 REPORTS_DIR = "verify"

@@ -1,6 +1,7 @@
-"""A bundle's ``run.py``: the backend's ``load`` (``dse.backends.run_scripts``), the command line
-every bundle shares, and the settings recorded at export, joined into one file that imports no
-dse."""
+"""A bundle's ``run.py``: the backend's ``load`` (the module its declaration names, e.g.
+``dse.backends.tvm.run_script``), the command line every bundle shares
+(``dse.backends.run_script_main``), and the settings recorded at export, joined into one file that
+imports no dse."""
 
 from __future__ import annotations
 
@@ -8,22 +9,24 @@ import pprint
 from importlib import resources
 from typing import Any
 
-from dse.exceptions import DseError
-from dse.parts.backends import declaration
+from dse.core.exceptions import DseError
+from dse.plugins.backends import declaration
 
-_SCRIPTS = "dse.backends.run_scripts"
+_MAIN = "dse.backends.run_script_main"
 
 
-def _part(name: str) -> str:
+def _part(module: str) -> str:
+    """The text of ``module`` (a dotted name), read as a file of its package, never imported."""
+    package, _, leaf = module.rpartition(".")
     try:
-        return (resources.files(_SCRIPTS) / f"{name}.py").read_text()
-    except FileNotFoundError:
-        raise DseError(f"no run script {name!r} in {_SCRIPTS}") from None
+        return (resources.files(package) / f"{leaf}.py").read_text()
+    except (FileNotFoundError, ModuleNotFoundError):
+        raise DseError(f"no run script {module!r}: no file {leaf}.py in package {package!r}") from None
 
 
 def render_run_script(backend: str, settings: dict[str, Any]) -> str:
     """The text of ``run.py`` for a model deployed on ``backend`` with ``settings`` (the keys
-    ``_main`` and the backend's ``load`` read: ``backend``, ``precision``, ``batch_size``,
+    shared command line and the backend's ``load`` read: ``backend``, ``precision``, ``batch_size``,
     ``input_shape``, ``knobs``, ``threads``, ``model_file``, ``inputs_file``, and whatever the
     backend's ``bundle_extras`` added). DseError when the backend has no standalone runner."""
     standalone = declaration(backend).standalone
@@ -38,5 +41,5 @@ def render_run_script(backend: str, settings: dict[str, Any]) -> str:
     return (header + "# ruff: noqa\n# mypy: ignore-errors\n"
             + f"SETTINGS = {literal}\n\n\n"
             + _part(standalone.script).rstrip() + "\n\n\n"
-            + _part("_main").rstrip() + "\n\n\n"
+            + _part(_MAIN).rstrip() + "\n\n\n"
             + 'if __name__ == "__main__":\n    main(load, SETTINGS)\n')

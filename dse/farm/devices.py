@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dse.exceptions import DeviceError
+from dse.core.exceptions import DeviceError
 from dse.farm.connection import connect
 from dse.farm.resources import KIND_LABEL
 
@@ -63,7 +63,7 @@ def list_devices(address: str | None = None) -> list[DeviceInfo]:
     import ray
     from ray._private.state import available_resources_per_node
 
-    from dse.farm.registry import find_registry
+    from dse.farm.farm_registry import find_registry
 
     if not ray.is_initialized():
         raise DeviceError("not connected to a Ray cluster: give the farm's address (HOST:PORT)")

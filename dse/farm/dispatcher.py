@@ -28,8 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dse.candidate import Candidate
-from dse.exceptions import DeviceError
+from dse.core.candidate import Candidate
+from dse.core.exceptions import DeviceError
+from dse.core.measurement import Measurement
+from dse.farm.farm_registry import StateReporter
 from dse.farm.faults import (
     Quarantine,
     death_reason,
@@ -37,11 +39,9 @@ from dse.farm.faults import (
     physical_device,
     retry_allowed,
 )
-from dse.farm.registry import StateReporter
 from dse.farm.resources import device_resource
-from dse.farm.screening import Screening
-from dse.measurement import Measurement
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
+from dse.trial.screening import Screening
 
 # How long a freshly created worker may take to start before it is given up on (Ray starts a
 # process and imports dse; a worker on a node that has gone never starts at all).

@@ -16,8 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from dse.atomic import atomic_write_text
-from dse.exceptions import DeviceError
+from dse.core.exceptions import DeviceError
 from dse.farm.connection import connect, parse_address, require_token, token_source
 from dse.farm.node_commands import ALL_INTERFACES, head_command, launch_env
 from dse.farm.node_process import (
@@ -29,6 +28,7 @@ from dse.farm.node_process import (
     stop_process_tree,
     wait_for,
 )
+from dse.util.atomic import atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,7 @@ def _advertised_address(address: str) -> str:
     connect(address)  # before Ray is imported: it reads its mode from the environment then
     import ray
 
-    from dse.farm.registry import get_registry
+    from dse.farm.farm_registry import get_registry
 
     try:
         head = next(n for n in ray.nodes()  # type: ignore[no-untyped-call]

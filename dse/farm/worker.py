@@ -5,13 +5,13 @@ measurement on that device. The actor keeps its caches (trained weights, artifac
 A candidate that cannot be built is returned as ``infeasible`` and one that breaks while running as
 ``failed``, each with its reason; other exceptions are bugs and propagate to the driver.
 
-With a :class:`~dse.farm.screening.Screening` the worker measures in two fidelities on the same
+With a :class:`~dse.trial.screening.Screening` the worker measures in two fidelities on the same
 warm runner: a short screening timing, then the full protocol only when the candidate could still
 enter the device's front. The verdict is the worker's own, so a candidate costs one round trip.
-How a candidate is timed is :mod:`dse.farm.timing`; the worker holds the device's probes and
+How a candidate is timed is :mod:`dse.trial.timing`; the worker holds the device's probes and
 calibration, the node lock, and the trial's provenance. A duel (:meth:`DeviceWorker.duel`)
 builds two measured candidates again and times them against each other
-(:mod:`dse.farm.duel_window`).
+(:mod:`dse.trial.duel_window`).
 """
 
 from __future__ import annotations
@@ -22,22 +22,22 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dse.build.fingerprint import DEVICE_CACHE_ENV
-from dse.candidate import Candidate
-from dse.exceptions import BuildError, MeasurementError
-from dse.farm.isolation import NodeLock, Span, current_node_id
-from dse.farm.screening import Screening, screening_measure, screening_verdict
-from dse.farm.timing import measure_prepared
+from dse.artifacts.fingerprint import DEVICE_CACHE_ENV
+from dse.core.candidate import Candidate
+from dse.core.exceptions import BuildError, MeasurementError
+from dse.core.measurement import Measurement
 from dse.measure.telemetry import Probe, make_probe, make_probes
-from dse.measurement import Measurement
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
+from dse.trial.isolation import NodeLock, Span, current_node_id
+from dse.trial.screening import Screening, screening_measure, screening_verdict
+from dse.trial.timing import measure_prepared
 
 if TYPE_CHECKING:
     # Only for the annotation: prepare pulls in torch-side modules the actor loads lazily.
     from dse.deploy.exported import ExportedModel, VerifiedModel, VerifyRequest
-    from dse.farm.duel_window import DuelReport, DuelRequest
-    from dse.farm.prepare import PreparedCandidate
     from dse.profiling.session import DeviceProfile, ProfileSettings
+    from dse.trial.duel_window import DuelReport, DuelRequest
+    from dse.trial.prepare import PreparedCandidate
 
 
 def _normal_priority() -> str:
@@ -104,21 +104,21 @@ class DeviceWorker:
 
     def _load_run_to_run(self) -> None:
         """This device's calibrated run-to-run variation (``dse calibrate``), or why none."""
-        from dse.farm.calibrate import device_key
         from dse.measure.run_to_run import calibration_path, load
+        from dse.trial.calibrate import device_key
 
         self.run_to_run_path = calibration_path(self.cache_dir, self.profile.name,
                                                 device_key(self.host))
         self.run_to_run, self.run_to_run_note = load(self.run_to_run_path)
 
     def calibrate(self, measure: MeasureSpec, runs: int, gap_s: float) -> dict[str, Any]:
-        """Measure this device's run-to-run variation (:mod:`dse.farm.calibrate`), save it where
+        """Measure this device's run-to-run variation (:mod:`dse.trial.calibrate`), save it where
         later workers of this device read it, and use it from now on: the calibration's figures
         and file, or the error that stopped it."""
         from dataclasses import asdict
 
-        from dse.farm.calibrate import calibrate_device
         from dse.measure.run_to_run import save
+        from dse.trial.calibrate import calibrate_device
 
         try:
             with self.node_lock.exclusive():  # a measurement: nothing else on the node meanwhile
@@ -161,7 +161,7 @@ class DeviceWorker:
             backend.start_runtime(self.profile)
             exports_onnx = exports_onnx or backend.declaration.artifact_format == "onnx"
         if exports_onnx and "torch" in sys.modules:
-            from dse.build.export import warm_up_exporter
+            from dse.artifacts.onnx_export import warm_up_exporter
 
             warm_up_exporter()
 
@@ -170,8 +170,8 @@ class DeviceWorker:
         """Build ``candidate`` and measure it; with ``screening``, screen it first (provenance
         then says ``fidelity``: ``screen`` when it stopped there, else ``full``, with the seconds
         of each part and the verdict)."""
-        from dse.farm.candidate_model import ArchFailure
-        from dse.farm.prepare import prepare_candidate
+        from dse.trial.candidate_model import ArchFailure
+        from dse.trial.prepare import prepare_candidate
 
         provenance = _trial_provenance(self.host)
         build, timed = Span(), Span()
@@ -223,9 +223,9 @@ class DeviceWorker:
     def duel(self, request: DuelRequest) -> DuelReport | str:
         """Rebuild two measured candidates (from the caches, both alive in this process) and time
         them against each other in alternating blocks, nothing else of dse on the node
-        (:mod:`dse.farm.duel_window`); the reason, in one line, when either cannot be built or
+        (:mod:`dse.trial.duel_window`); the reason, in one line, when either cannot be built or
         run. Nothing is recorded on any study: the driver records the verdicts."""
-        from dse.farm.duel_window import duel_prepared
+        from dse.trial.duel_window import duel_prepared
 
         built: list[PreparedCandidate] = []
         try:
@@ -246,7 +246,7 @@ class DeviceWorker:
     def _rebuilt(self, candidate: Candidate, training: TrainingSpec) -> PreparedCandidate | str:
         """``candidate`` built again from the caches, beside other builds but no measurement
         (``dse profile``, ``dse export``); why not, in one line."""
-        from dse.farm.prepare import prepare_candidate
+        from dse.trial.prepare import prepare_candidate
 
         try:
             with self.node_lock.shared():
@@ -256,9 +256,9 @@ class DeviceWorker:
 
     def export_candidate(self, candidate: Candidate, training: TrainingSpec) -> ExportedModel | str:
         """Rebuild ``candidate`` (from the caches, as it was measured) and hand back what an
-        exported bundle holds (:func:`dse.farm.bundle_jobs.export_prepared`); the reason, in one
+        exported bundle holds (:func:`dse.trial.bundle_jobs.export_prepared`); the reason, in one
         line, when it cannot be built."""
-        from dse.farm.bundle_jobs import export_prepared
+        from dse.trial.bundle_jobs import export_prepared
 
         prepared = self._rebuilt(candidate, training)
         if isinstance(prepared, str):
@@ -276,9 +276,9 @@ class DeviceWorker:
         deployed or run."""
         import shutil
 
-        from dse.build.fingerprint import device_fingerprint
+        from dse.artifacts.fingerprint import device_fingerprint
         from dse.deploy.exported import VerifiedModel
-        from dse.farm.bundle_jobs import compare_outputs, verify_prepared_model
+        from dse.trial.bundle_jobs import compare_outputs, verify_prepared_model
 
         try:
             with self.node_lock.shared():

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dse.exceptions import DeviceError
+from dse.core.exceptions import DeviceError
 from dse.farm.connection import check_reachable, connect, disconnect, parse_address, require_token
 from dse.farm.node_commands import device_units, launch_env, worker_command
 from dse.farm.node_process import (
@@ -71,7 +71,7 @@ def start_worker(profile: HardwareProfile, address: str, gpus: list[str] | None 
         connect(address)  # before Ray is imported: it reads its mode from the environment then
         import ray
 
-        from dse.farm.registry import register_worker
+        from dse.farm.farm_registry import register_worker
 
         found: list[dict[str, object]] = []
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dse.measure.quality import imprecise, unstable
+from dse.measure.measurement_quality import imprecise, unstable
 from dse.measure.stats import LatencyStats
 from dse.spec import InterferenceSpec
 

@@ -26,9 +26,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from dse.atomic import atomic_write_text
 from dse.measure.stats import CONFIDENCE, PERCENTILES
-from dse.order_statistics import student_t_quantile
+from dse.util.atomic import atomic_write_text
+from dse.util.order_statistics import student_t_quantile
 
 #: Bumped when the file's meaning changes; an older file is not used (calibrate again).
 FORMAT = 1

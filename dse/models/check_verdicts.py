@@ -21,15 +21,15 @@ from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 
-from dse.atomic import atomic_write_text
-from dse.user_cache import user_cache_root
-from dse.version import __version__
+from dse.core.version import __version__
+from dse.util.atomic import atomic_write_text
+from dse.util.user_cache import user_cache_root
 
 _FORMAT = 1
 
 
 def cache_folder() -> Path:
-    """``model-checks`` in the user's dse cache (``dse.user_cache``): per user, not per campaign,
+    """``model-checks`` in the user's dse cache (``dse.util.user_cache``): per user, not per campaign,
     as ``dse validate`` has no campaign."""
     return user_cache_root() / "model-checks"
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from dse.parts.backends import backends_loading
-from dse.parts.datasets import dataset_problem
+from dse.plugins.backends import backends_loading
+from dse.plugins.datasets import dataset_problem
 from dse.spec import ModelSpec
 from dse.spec.models import checked_values
 

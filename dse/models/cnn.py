@@ -11,7 +11,7 @@ import numbers
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from dse.models.registry import ModelFamily, register_family
+from dse.models.family import ModelFamily, register_family
 
 if TYPE_CHECKING:
     import torch

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dse.models.check_verdicts import passed_before, remember_pass, spec_key
-from dse.parts.datasets import DATASETS, dataset_problem, dataset_sample_shape
+from dse.plugins.datasets import DATASETS, dataset_problem, dataset_sample_shape
 from dse.spec.fields import RangeParam, Scalar
 
 if TYPE_CHECKING:

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from dse.candidate import stable_hash
-from dse.models.registry import get_family
-from dse.parts.datasets import dataset_sample_shape
+from dse.core.candidate import stable_hash
+from dse.models.family import get_family
+from dse.plugins.datasets import dataset_sample_shape
 
 if TYPE_CHECKING:
     import torch
@@ -144,7 +144,7 @@ class FactorySource:
     ``torch.nn.Module``, or ``(module, example)`` where ``example`` is an input batch (a tensor or
     array whose first axis is the batch) or one sample's shape (a tuple of ints). A bare module
     takes ``input_shape`` (the space's ``model.input_shape``), else ``dataset_shape`` (the one
-    shape its dataset holds, :func:`dse.parts.datasets.dataset_sample_shape`)."""
+    shape its dataset holds, :func:`dse.plugins.datasets.dataset_sample_shape`)."""
 
     factory: str
     input_shape: tuple[int, ...] | None = None
@@ -209,7 +209,7 @@ _FACTORY_SHAPES: dict[str, tuple[int, ...]] = {}
 
 def load_function(ref: str) -> Callable[..., Any]:
     """The function ``module:function`` names; ValueError saying what is wrong."""
-    from dse.exceptions import SpecError
+    from dse.core.exceptions import SpecError
     from dse.spec.loading import resolve_evaluator
 
     try:

@@ -6,8 +6,8 @@ costs no torch import.
 
 Inputs are float feature vectors, not token ids: every stage of the deployment pipeline (ONNX
 export, int8 calibration, fp16/bf16, TensorRT) feeds float32 tensors. The input format is fixed
-here, by :data:`FEATURES` and :data:`NUM_CLASSES`, and :mod:`dse.quality.sequences` generates its
-task in that format. (They are defined here, not there, because ``dse.quality`` imports
+here, by :data:`FEATURES` and :data:`NUM_CLASSES`, and :mod:`dse.accuracy.sequences` generates its
+task in that format. (They are defined here, not there, because ``dse.accuracy`` imports
 ``dse.models``; the other way round would be an import cycle.)
 """
 
@@ -17,13 +17,13 @@ import numbers
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from dse.models.registry import ModelFamily, register_family
+from dse.models.family import ModelFamily, register_family
 
 if TYPE_CHECKING:
     import torch
 
 FEATURES = 8
-"""Float features per sequence position (see :mod:`dse.quality.sequences` for their meaning)."""
+"""Float features per sequence position (see :mod:`dse.accuracy.sequences` for their meaning)."""
 NUM_CLASSES = 4
 
 MAX_LAYERS = 6

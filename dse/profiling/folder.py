@@ -8,7 +8,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dse.atomic import atomic_write_text
 from dse.profiling.op_table import op_table, verdict_counts
 from dse.profiling.summary import (
     OPS_CSV,
@@ -17,11 +16,12 @@ from dse.profiling.summary import (
     ProfileSummary,
     write_summary,
 )
+from dse.util.atomic import atomic_write_text
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dse.candidate import Candidate
+    from dse.core.candidate import Candidate
     from dse.profiling.session import DeviceProfile
 
 PROFILES_DIR = "profiles"

@@ -35,7 +35,7 @@ from dse.profiling.summary import NsightSection
 if TYPE_CHECKING:
     import numpy as np
 
-    from dse.build import Artifact
+    from dse.artifacts import Artifact
     from dse.spec import HardwareProfile
 
 NVTX_WINDOW = "dse:window"

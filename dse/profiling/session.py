@@ -27,15 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dse.backends.backend_registry import get_backend
 from dse.backends.base import first_error_line
 from dse.backends.op_profile import OpProfile, ProfileRequest, ProfilerMissing, timed_runs
-from dse.backends.registry import get_backend
 from dse.profiling.ceilings import measure_ceilings, profile_peaks
 from dse.profiling.summary import Ceilings, NsightSection, PerfSection
 
 if TYPE_CHECKING:
     from dse.backends.base import Runner
-    from dse.candidate import Candidate
+    from dse.core.candidate import Candidate
     from dse.spec import HardwareProfile
 
 # Files a profile may send back to the driver from a device, at most (perf.data of a long window

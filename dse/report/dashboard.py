@@ -13,6 +13,7 @@ import optuna
 import pandas as pd
 import plotly.graph_objects as go
 
+from dse.core.trial_record import StudyAttr
 from dse.report.description import campaign_description
 from dse.report.distributions import (
     LatencyDistributionsInfo,
@@ -55,7 +56,6 @@ from dse.results import (
     study_objectives,
     trials_frame,
 )
-from dse.trial_record import StudyAttr
 
 if TYPE_CHECKING:
     from dse.storage import CampaignStorage

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dse.exceptions import SpecError
+from dse.core.exceptions import SpecError
 from dse.spec.loading import read_yaml
 
 

@@ -17,11 +17,11 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from dse.core.trial_record import TrialAttr
 from dse.report.table_info import TableInfo
 from dse.report.values import trial_keys
 from dse.results import CONSTRAINT_PREFIX, constraint_columns, outcomes
 from dse.results.dtypes import is_missing
-from dse.trial_record import TrialAttr
 
 VIOLATES = "violates a constraint"
 """The status shown for a measured trial (status ok) that breaks a constraint."""

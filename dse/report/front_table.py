@@ -16,8 +16,9 @@ from collections.abc import Hashable, Mapping, Sequence
 import pandas as pd
 import yaml
 
-from dse.columns import DUEL_COLUMN
-from dse.metrics import Direction, find_metric
+from dse.core.columns import DUEL_COLUMN
+from dse.core.metrics import Direction, find_metric
+from dse.core.trial_record import TrialAttr
 from dse.report.table_info import TableInfo
 from dse.report.values import PROVENANCE_KEYS, TrialProvenance, label, plain, trial_keys
 from dse.results import (
@@ -29,7 +30,6 @@ from dse.results import (
     param_columns,
 )
 from dse.results.dtypes import is_missing
-from dse.trial_record import TrialAttr
 
 # Keys of an experiment's ``baseline:`` (dse.spec.models.BaselineSpec), in its field order.
 DEPLOYMENT_FIELDS = ("backend", "precision", "batch_size")

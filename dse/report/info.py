@@ -16,7 +16,8 @@ import numpy as np
 import optuna
 import pandas as pd
 
-from dse.metrics import Direction, find_metric
+from dse.core.metrics import Direction, find_metric
+from dse.core.trial_record import TrialAttr
 from dse.report.values import (
     VALUE_LIMIT,
     TrialKey,
@@ -34,7 +35,6 @@ from dse.results import (
     metric_column,
     outcomes,
 )
-from dse.trial_record import TrialAttr
 
 FRONT_NAME = "Pareto front"
 """The legend name of the trace of front points (a browser test looks it up by this name)."""

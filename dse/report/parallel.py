@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dse.metrics import Direction, find_metric
+from dse.core.metrics import Direction, find_metric
 from dse.report.axis_text import format_number, tick_format, wrap_title
 from dse.report.info import axis_title, infinite_note, wants_log
 from dse.report.values import label, sort_key

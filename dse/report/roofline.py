@@ -2,7 +2,7 @@
 under the device's peak compute and memory-bandwidth ceilings.
 
 The trials table has both coordinates (``arithmetic_intensity [FLOP/B]``, ``achieved_gflops
-[GFLOP/s]``, see :mod:`dse.metrics`); the ceilings come from the peak figures of the device
+[GFLOP/s]``, see :mod:`dse.core.metrics`); the ceilings come from the peak figures of the device
 profile, which ``dse.search.study`` stores on each device's study (user attribute
 ``device_peaks``). A figure the profile does not give is never guessed: the ceiling is left out
 and the panel says so. :func:`roofline_info` is the data (no plotly); :func:`roofline_figure`
@@ -20,10 +20,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from dse.core.trial_record import StudyAttr, TrialAttr
 from dse.report.render import _PALETTE
 from dse.report.values import label
 from dse.results import front_frame, metric_column
-from dse.trial_record import StudyAttr, TrialAttr
 
 INTENSITY = "arithmetic_intensity"
 ATTAINED = "achieved_gflops"

@@ -34,7 +34,7 @@ from pathlib import Path
 from optuna.exceptions import StorageInternalError
 from sqlalchemy.exc import SQLAlchemyError
 
-from dse.exceptions import DseError
+from dse.core.exceptions import DseError
 from dse.report.dashboard import write_dashboard
 from dse.report.error_line import one_line
 from dse.report.http_pool import TIMEOUT_SECONDS, PooledServer

@@ -8,7 +8,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from dse.metrics import Direction, find_metric, metric
+from dse.core.metrics import Direction, find_metric, metric
+from dse.core.trial_record import TrialAttr
 from dse.report.front_table import DEPLOYMENT_FIELDS
 from dse.report.table_info import TableInfo
 from dse.report.values import label, plain, sort_key
@@ -22,7 +23,6 @@ from dse.results import (
     portable_front,
     quality_summary,
 )
-from dse.trial_record import TrialAttr
 
 # Usual outcomes first, in the order a reader expects them; anything else after, by name.
 _STATUS_ORDER = ("ok", "infeasible", "failed", "running", "waiting")

@@ -13,9 +13,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dse.counters import counter_step
 from dse.report.distributions import FloatArray
 from dse.report.throttling import ThrottledInterval, merge_intervals, throttled_intervals
+from dse.util.counters import counter_step
 
 TRACE_PREFIX = "trace."
 _KEY = re.compile(r"trace\.(?P<probe>[^.]+)\.(?P<channel>.+?)(?: \[(?P<unit>[^\]]*)\])?")
@@ -115,7 +115,7 @@ def _counter_power(clock: FloatArray, energy_uj: FloatArray,
         return np.empty(0), np.empty(0)
     ranges = wrap_uj[np.isfinite(wrap_uj)] if wrap_uj is not None else np.empty(0)
     wrap = float(ranges[-1]) if len(ranges) else None
-    # The measurement's rule (dse.counters): a step that cannot be known is a gap.
+    # The measurement's rule (dse.util.counters): a step that cannot be known is a gap.
     steps = (counter_step(float(a), float(b), wrap) for a, b in pairwise(e))
     delta = np.array([np.nan if step is None else step for step in steps], dtype=np.float64)
     span = np.diff(t)

@@ -3,7 +3,7 @@ the intervals where the device throttled shaded.
 
 A measured trial's samples file (see :mod:`dse.report.distributions`) holds every probe's readings
 as ``trace.<probe>.time_s`` (``time.time()`` seconds) and ``trace.<probe>.<channel> [<unit>]``
-(``dse.farm.telemetry_window``). This module chooses the front trials to show and draws them; the
+(``dse.trial.telemetry_window``). This module chooses the front trials to show and draws them; the
 readings become series in :mod:`dse.report.trace_series` and throttled intervals in
 :mod:`dse.report.throttling`.
 

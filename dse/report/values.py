@@ -13,7 +13,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from dse.metrics import find_metric
+from dse.core.metrics import find_metric
+from dse.core.trial_record import TrialAttr
 from dse.results import (
     CONSTRAINT_PREFIX,
     PARAM_PREFIX,
@@ -24,7 +25,6 @@ from dse.results import (
     param_columns,
 )
 from dse.results.dtypes import is_missing
-from dse.trial_record import TrialAttr
 
 ELLIPSIS = "…"
 # Floats in this range read as whole numbers; beyond it, in exponent notation.

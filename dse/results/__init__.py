@@ -1,7 +1,6 @@
 """Study storage -> tidy tables (one row per trial, unit-suffixed columns) and their files."""
 
-from dse.atomic import atomic_write, atomic_write_text
-from dse.columns import (
+from dse.core.columns import (
     CONSTRAINT_PREFIX,
     COST_COLUMNS,
     IDENTITY_COLUMNS,
@@ -15,8 +14,8 @@ from dse.columns import (
     param_columns,
 )
 from dse.results.duels import duel_summary, duel_text
-from dse.results.export import load_campaign, load_study, write_results
-from dse.results.fidelity import ScreeningSummary, screening_summary
+from dse.results.run_files import load_campaign, load_study, write_results
+from dse.results.screening_summary import ScreeningSummary, screening_summary
 from dse.results.table import (
     front_frame,
     has_unclean,
@@ -27,6 +26,7 @@ from dse.results.table import (
     study_objectives,
     trials_frame,
 )
+from dse.util.atomic import atomic_write, atomic_write_text
 
 __all__ = [
     "CONSTRAINT_PREFIX",

@@ -15,8 +15,8 @@ import numpy as np
 import optuna
 import pandas as pd
 
-from dse.columns import RELATIVE_SUFFIX, metric_column
-from dse.trial_record import StudyAttr, TrialAttr
+from dse.core.columns import RELATIVE_SUFFIX, metric_column
+from dse.core.trial_record import StudyAttr, TrialAttr
 
 
 def relative_column(name: str) -> str:

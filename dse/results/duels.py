@@ -12,7 +12,8 @@ from collections.abc import Sequence
 import optuna
 import pandas as pd
 
-from dse.columns import DUEL_COLUMN
+from dse.core.columns import DUEL_COLUMN
+from dse.core.trial_record import StudyAttr
 from dse.measure.duel_stats import A_FASTER, TIE
 from dse.results.dtypes import text_column
 from dse.search.duel_records import (
@@ -24,7 +25,6 @@ from dse.search.duel_records import (
     read_records,
     trial_cells,
 )
-from dse.trial_record import StudyAttr
 
 #: Decided duels the campaign's line spells out; the others are counted.
 SHOWN_DECIDED = 3

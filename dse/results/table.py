@@ -2,7 +2,7 @@
 
 The search loop writes each trial's candidate, metrics and status as Optuna user attributes and its
 constraints with ``set_constraint``; this module reads them back into a ``pandas.DataFrame`` whose
-columns are stable and ordered: identity, parameters, metrics (in :data:`dse.metrics.METRICS` order,
+columns are stable and ordered: identity, parameters, metrics (in :data:`dse.core.metrics.METRICS` order,
 unit in the name), constraints, times.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 import optuna
 import pandas as pd
 
-from dse.columns import (
+from dse.core.columns import (
     COST_COLUMNS,
     PARAM_PREFIX,
     blocks_front,
@@ -24,7 +24,7 @@ from dse.columns import (
     constraint_column,
     metric_column,
 )
-from dse.metrics import (
+from dse.core.metrics import (
     METRICS,
     MetricSpec,
     current_constraint_text,
@@ -33,10 +33,10 @@ from dse.metrics import (
     declare,
     find_metric,
 )
+from dse.core.trial_record import StudyAttr, TrialAttr
 from dse.results.dtypes import is_missing, text_column, typed_column
 from dse.results.duels import duel_columns
 from dse.search.pareto import front_mask
-from dse.trial_record import StudyAttr, TrialAttr
 
 # Candidate fields shown first, in this order; arch and knobs follow, then fields unknown to us.
 _LEADING_FIELDS = ("family", "backend", "precision", "batch_size")
@@ -66,7 +66,7 @@ def study_objectives(study: optuna.Study) -> list[str]:
 
 def declare_study_metrics(study: optuna.Study) -> None:
     """Make the metrics the study's search space declared (its ``metrics`` attribute) known, so
-    their columns carry their units and fronts their directions (see ``dse.metrics.declare``)."""
+    their columns carry their units and fronts their directions (see ``dse.core.metrics.declare``)."""
     try:
         declare(MetricSpec.from_dict(spec) for spec in study.user_attrs.get(StudyAttr.METRICS, []))
     except ValueError as exc:
@@ -88,7 +88,7 @@ def trials_frame(study: optuna.Study | Sequence[optuna.Study]) -> pd.DataFrame:
     ``feasible`` is true for a COMPLETE trial whose constraints are all <= 0; a declared constraint
     with no recorded value counts as violated, since nothing shows it holds. Objective columns and
     declared constraint columns are always present, so an all-failed study still has them; the
-    cost columns (:data:`~dse.columns.COST_COLUMNS`) come last, where some trial has them.
+    cost columns (:data:`~dse.core.columns.COST_COLUMNS`) come last, where some trial has them.
     """
     if not isinstance(study, optuna.Study):
         frames = [trials_frame(one) for one in study]

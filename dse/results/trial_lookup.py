@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dse.exceptions import DseError
-from dse.results.export import load_campaign
-from dse.trial_record import StudyAttr, TrialAttr
+from dse.core.exceptions import DseError
+from dse.core.trial_record import StudyAttr, TrialAttr
+from dse.results.run_files import load_campaign
 
 if TYPE_CHECKING:
     import optuna

@@ -1,7 +1,7 @@
 """The candidates of one device profile's search as plain parameter dicts, without Optuna: drawn
 at random or, for a finite space of modest size, listed in full.
 
-A model-based sampler ranks candidates it has not measured (:mod:`dse.search.surrogate_sampler`);
+A model-based sampler ranks candidates it has not measured (:mod:`dse.search.samplers.surrogate`);
 it needs the space's valid parameter combinations, conditional branches included (a backend's
 precision and knobs exist only with that backend). Both come from running
 :func:`dse.search.space.suggest_candidate` — the one definition of what a trial may propose —

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dse.candidate import Candidate
-from dse.columns import blocks_front
-from dse.metrics import current_metric_keys, is_measured
-from dse.trial_record import TrialAttr
+from dse.core.candidate import Candidate
+from dse.core.columns import blocks_front
+from dse.core.metrics import current_metric_keys, is_measured
+from dse.core.trial_record import TrialAttr
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

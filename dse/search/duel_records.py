@@ -2,7 +2,7 @@
 fronts apply.
 
 A duel of trials ``a`` < ``b`` is one :class:`DuelRecord` in the study attribute
-:attr:`dse.trial_record.StudyAttr.DUELS` (a list, one entry per pair, the latest duel of a pair
+:attr:`dse.core.trial_record.StudyAttr.DUELS` (a list, one entry per pair, the latest duel of a pair
 replacing an earlier one). Its :class:`MetricVerdict` per contested objective says which trial is
 better on it (``a_faster``: A has the lower latency, or the higher throughput) or that neither is
 shown to be (``tie``), with A's value over B's and its 95% interval. Only a ``measured`` duel's
@@ -10,7 +10,7 @@ verdicts count; a ``disturbed`` one (other work took the device) is run again by
 ``failed`` one (a candidate that no longer builds, a timeout) is not.
 
 The trials table carries each trial's side of its counted duels in the column
-:data:`dse.columns.DUEL_COLUMN` (JSON, from the trial's point of view: ``faster``, ``slower`` or
+:data:`dse.core.columns.DUEL_COLUMN` (JSON, from the trial's point of view: ``faster``, ``slower`` or
 ``tie`` than trial ``vs``), so every front made from a table applies them
 (:func:`table_overrides`).
 """
@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from dse.core.trial_record import StudyAttr
 from dse.measure.duel_stats import A_FASTER, B_FASTER, TIE, Verdict
-from dse.trial_record import StudyAttr
 
 if TYPE_CHECKING:
     import optuna
 
-    from dse.dominance import Overrides
+    from dse.util.dominance import Overrides
 
 DuelStatus = Literal["measured", "disturbed", "failed"]
 MEASURED: DuelStatus = "measured"
@@ -130,7 +130,7 @@ def parse_cell(cell: object) -> list[dict[str, Any]]:
 def table_overrides(numbers: Sequence[int], cells: Sequence[object],
                     objectives: Sequence[str]) -> Overrides:
     """The pairwise overrides of one device's rows (trial ``numbers`` with their duel ``cells``)
-    for :func:`dse.dominance.undominated`: for each pair of rows a duel ordered, per objective
+    for :func:`dse.util.dominance.undominated`: for each pair of rows a duel ordered, per objective
     -1 (the first row is better), +1 (the second is), 0 (neither) or NaN (no verdict)."""
     where = {int(n): i for i, n in enumerate(numbers)}
     column = {name: j for j, name in enumerate(objectives)}

@@ -10,10 +10,8 @@ import itertools
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
-from dse.exceptions import DeviceError
+from dse.core.exceptions import DeviceError
 from dse.farm.dispatcher import Done, Job
-from dse.farm.duel_window import DuelReport, DuelRequest
-from dse.farm.isolation import NodeLock, current_node_id
 from dse.measure.duel_stats import PairedRatio, verdict
 from dse.search.duel_records import (
     DISTURBED,
@@ -24,6 +22,8 @@ from dse.search.duel_records import (
     store_record,
 )
 from dse.search.duels import THROUGHPUT, DuelPair, duel_quantile, pending_pairs
+from dse.trial.duel_window import DuelReport, DuelRequest
+from dse.trial.isolation import NodeLock, current_node_id
 
 if TYPE_CHECKING:
     import optuna

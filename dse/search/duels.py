@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dse.candidate import Candidate
-from dse.columns import blocks_front
-from dse.metrics import Direction, current_constraint_text, current_metric_keys, metric
-from dse.order_statistics import percentile_quantile
+from dse.core.candidate import Candidate
+from dse.core.columns import blocks_front
+from dse.core.metrics import Direction, current_constraint_text, current_metric_keys, metric
+from dse.core.trial_record import StudyAttr, TrialAttr
 from dse.search.duel_records import DISTURBED, read_records
 from dse.search.pareto import CI_COLUMNS, noise_aware_mask, pareto_mask
 from dse.search.second_looks import outranked
-from dse.trial_record import StudyAttr, TrialAttr
+from dse.util.order_statistics import percentile_quantile
 
 if TYPE_CHECKING:
     import optuna

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dse.parts.samplers import SAMPLERS
+from dse.plugins.samplers import SAMPLERS
 from dse.search.baseline_plan import baseline_problems
 from dse.spec import RangeParam, SearchSpace
 from dse.spec.models import ParamSpec

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from dse.exceptions import Terminated
+from dse.core.exceptions import Terminated
 
 # How often a wait looks whether a Ctrl-C was lost on its way (see interrupt_remembered).
 INTERRUPT_CHECK_S = 0.2
@@ -23,7 +23,7 @@ class StickyInterrupt:
     database layer has some) would be forgotten and the run would go on. The handler records the
     interrupt as well as raising it, and the loop checks the record on every turn.
 
-    SIGTERM and SIGHUP are handled the same way (raising :class:`~dse.exceptions.Terminated`):
+    SIGTERM and SIGHUP are handled the same way (raising :class:`~dse.core.exceptions.Terminated`):
     Ray's driver handler would otherwise turn SIGTERM into ``sys.exit`` mid-trial and abort on the
     way out. Installed only in the main thread, and only over Python's default handler or Ray's
     (never over one the caller set)."""

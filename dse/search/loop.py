@@ -22,12 +22,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from dse.atomic import atomic_write
-from dse.candidate import Candidate
-from dse.exceptions import Terminated
+from dse.core.candidate import Candidate
+from dse.core.exceptions import Terminated
+from dse.core.measurement import Measurement
+from dse.core.trial_record import TrialAttr
 from dse.farm.dispatcher import Done, Job
-from dse.farm.isolation import NodeLock, current_node_id
-from dse.measurement import Measurement
 from dse.search.candidate_space import space_counter
 from dse.search.device_search import DeviceSearch, KnownResult
 from dse.search.duel_records import read_records
@@ -37,7 +36,8 @@ from dse.search.screening import FrontTracker, fidelity_attrs, screening_request
 from dse.search.second_looks import look_is_slower, pending_second_looks
 from dse.search.space import suggest_candidate
 from dse.spec import Experiment
-from dse.trial_record import TrialAttr
+from dse.trial.isolation import NodeLock, current_node_id
+from dse.util.atomic import atomic_write
 
 if TYPE_CHECKING:
     import optuna
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 class JobDispatcher(Protocol):
     """What the loop needs of whoever measures: the farm's ``dse.farm.dispatcher.Dispatcher``,
-    or the in-process evaluators of ``dse.search.evaluators``."""
+    or the in-process evaluators of ``dse.search.evaluators.dispatchers``."""
 
     def start(self) -> None: ...
 

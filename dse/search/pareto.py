@@ -2,7 +2,7 @@
 
 Pure numpy and pandas: ``dse.results`` and ``dse.report`` build on this module without torch, ray
 or onnxruntime. Every function takes values in metric units and reads each objective's direction
-from :data:`dse.metrics.METRICS`; inside, everything is flipped to "smaller is better".
+from :data:`dse.core.metrics.METRICS`; inside, everything is flipped to "smaller is better".
 
 Which trials compete for a front is one rule, shared with :func:`dse.results.front_frame`: state
 COMPLETE, status ok, feasible, and not a repeat of an earlier trial's measurement.
@@ -16,8 +16,11 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from dse.columns import DUEL_COLUMN, competing_mask, metric_column
-from dse.dominance import (
+from dse.core.columns import DUEL_COLUMN, competing_mask, metric_column
+from dse.core.metrics import Direction, metric
+from dse.core.trial_record import TrialAttr
+from dse.search.duel_records import table_overrides
+from dse.util.dominance import (
     Overrides,
     exclusive_volume,
     insert_nondominated,
@@ -25,9 +28,6 @@ from dse.dominance import (
     undominated,
     volume,
 )
-from dse.metrics import Direction, metric
-from dse.search.duel_records import table_overrides
-from dse.trial_record import TrialAttr
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -54,7 +54,7 @@ def pareto_mask(values: npt.ArrayLike, objectives: Sequence[str], *,
         values: One row per candidate, one column per objective, in metric units.
         objectives: The metric names of the columns (built-in or declared).
         overrides: Pairs of rows whose order a duel decided on some objectives, which that
-            order decides instead of their values (:data:`dse.dominance.Overrides`).
+            order decides instead of their values (:data:`dse.util.dominance.Overrides`).
 
     Returns:
         One boolean per row: True where no other row dominates it.
@@ -96,7 +96,7 @@ def noise_aware_mask(values: npt.ArrayLike, lows: npt.ArrayLike, highs: npt.Arra
         highs: The upper CI bound of each value (NaN: none).
         objectives: The metric names of the columns (built-in or declared).
         overrides: Pairs of rows whose order a duel decided on some objectives, which that
-            order decides instead of their intervals (:data:`dse.dominance.Overrides`).
+            order decides instead of their intervals (:data:`dse.util.dominance.Overrides`).
 
     Returns:
         One boolean per row: True where no other row dominates it beyond the noise.

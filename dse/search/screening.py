@@ -2,8 +2,8 @@
 
 With ``search.screening.enabled`` every candidate a device measures is first timed briefly; the
 full protocol follows only when it could still enter the device's front (successive halving with
-one cut, decided on the device: see :class:`dse.farm.screening.Screening` and
-``dse.farm.screening.screening_verdict``). The driver keeps, per device, the fully measured feasible
+one cut, decided on the device: see :class:`dse.trial.screening.Screening` and
+``dse.trial.screening.screening_verdict``). The driver keeps, per device, the fully measured feasible
 trials (:class:`FrontTracker`) and hands each job a snapshot of their noise-aware front, each
 point at its pessimistic end.
 
@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from dse.farm.screening import FrontPoint, Screening
-from dse.metrics import Direction, is_measured, metric
+from dse.core.metrics import Direction, is_measured, metric
+from dse.core.trial_record import TrialAttr
 from dse.search.duel_records import DuelRecord, record_overrides
 from dse.search.pareto import CI_COLUMNS, noise_aware_mask
 from dse.spec.models import ConstraintSpec, ScreeningSpec
-from dse.trial_record import TrialAttr
+from dse.trial.screening import FrontPoint, Screening
 
 # The quantile behind each objective that has a confidence interval (CI_COLUMNS): the worker
 # times enough samples for that interval to exist.

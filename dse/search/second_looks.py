@@ -8,7 +8,7 @@ look, a candidate that happened to be timed during someone else's job is missing
 run's front, and two runs of one campaign report different fronts for no property of the
 candidates. A second look is a trial of its own, ``second_look_of`` naming the first; it is not
 a distinct candidate (``budget.trials`` does not count it). A clean one competes for the front
-in the first's place (:func:`dse.columns.competing_mask`).
+in the first's place (:func:`dse.core.columns.competing_mask`).
 
 Which trials, most promising first: those that no clean trial dominates on their (unclean)
 values, then by how few clean trials dominate them, then by trial number; one per candidate, and
@@ -24,7 +24,7 @@ the front dominates go first (their look is what moves a point onto the front), 
 last. Of a candidate's two clean looks the faster competes (:func:`look_is_slower`): a slow
 spell stalls the candidate from outside, as other work does, and every candidate near the front gets the
 same two chances. The slower stays in the tables, marked
-(:attr:`dse.trial_record.TrialAttr.SLOWER_THAN_FIRST` on a look that lost).
+(:attr:`dse.core.trial_record.TrialAttr.SLOWER_THAN_FIRST` on a look that lost).
 
 At most ``measurement.second_looks`` per device, all told over every run of the campaign, so a
 resumed run looks only at those still owed.
@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dse.metrics import Direction, metric
-from dse.trial_record import StudyAttr, TrialAttr
+from dse.core.metrics import Direction, metric
+from dse.core.trial_record import StudyAttr, TrialAttr
 
 # Units of the metrics a slow spell of the machine scales: times, rates, energy per call.
 _SPEED_UNITS = frozenset({"ms", "s", "mJ"})
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 def is_second_look(trial: optuna.trial.FrozenTrial) -> bool:
     """Whether ``trial`` is a second look at another (its user attribute ``second_look_of``,
-    :attr:`dse.trial_record.TrialAttr.SECOND_LOOK_OF`, names the first)."""
+    :attr:`dse.core.trial_record.TrialAttr.SECOND_LOOK_OF`, names the first)."""
     return TrialAttr.SECOND_LOOK_OF in trial.user_attrs
 
 
@@ -74,8 +74,8 @@ def look_is_slower(look: Sequence[float], first: Sequence[float],
 def outranked(trials: Sequence[optuna.trial.FrozenTrial]) -> set[int]:
     """Numbers of the trials that compete for no front because of a second look: a first look
     an ok second look measured again and did not lose to, and a second look that was slower
-    than its clean first (:attr:`dse.trial_record.TrialAttr.SLOWER_THAN_FIRST`). The stored-trial
-    form of :func:`dse.columns.competing_mask`'s rule."""
+    than its clean first (:attr:`dse.core.trial_record.TrialAttr.SLOWER_THAN_FIRST`). The stored-trial
+    form of :func:`dse.core.columns.competing_mask`'s rule."""
     out: set[int] = set()
     for trial in trials:
         attrs = trial.user_attrs

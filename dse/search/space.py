@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Protocol
 
 from dse.backends.capabilities import supports_device
-from dse.candidate import Candidate
-from dse.exceptions import SpecError
+from dse.core.candidate import Candidate
+from dse.core.exceptions import SpecError
 from dse.models.sources import candidate_source
 from dse.spec import HardwareProfile, RangeParam, SearchSpace
 from dse.spec.models import ParamSpec
@@ -132,7 +132,7 @@ def suggest_candidate(trial: Suggester, space: SearchSpace, profile: HardwarePro
     family, settings = ("", {}) if model is None else candidate_source(model)
     proxy_filter = [[c.metric, c.op, c.value] for c in space.constraints
                     if c.metric.startswith("proxy_")]
-    if proxy_filter:  # checked on the device before training: see dse.farm.prepare
+    if proxy_filter:  # checked on the device before training: see dse.trial.prepare
         settings["proxy_filter"] = proxy_filter
     return Candidate(family=family, arch=arch, model=settings, device_profile=profile.name,
                      params=params, **deployed)

@@ -1,7 +1,7 @@
 """Opening a campaign's Optuna studies, one per device profile: created or resumed in the
 campaign's storage (:mod:`dse.search.study_storage`), refused where the stored study optimises
 other objectives or another space (:mod:`dse.search.study_fingerprint`), with the sampler
-(:mod:`dse.search.samplers`), the study attributes the report reads, the objectives as the
+(:mod:`dse.search.samplers.registered`), the study attributes the report reads, the objectives as the
 study's metric names (what optuna-dashboard labels them), the baseline queued first in a new
 study (:mod:`dse.search.baseline_plan`) and the warm start's seeds after it; and how far a study
 is (:func:`study_progress`), which tells a finished campaign from one to resume.
@@ -13,24 +13,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dse.exceptions import SpecError
-from dse.metrics import current_metric_name, metric
+from dse.core.exceptions import SpecError
+from dse.core.metrics import current_metric_name, metric
+from dse.core.trial_record import StudyAttr, TrialAttr
 from dse.search.baseline_plan import BaselinePlan, plan_baseline
 from dse.search.device_search import counts_toward_budget
 from dse.search.experiment_checks import search_problems
-from dse.search.samplers import make_sampler
+from dse.search.samplers.registered import make_sampler
 from dse.search.study_fingerprint import changed_sections, space_fingerprint
 from dse.search.study_storage import campaign_storage, resolve_study_names
 from dse.search.warm_start import seed_new_studies
 from dse.spec import HardwareProfile, SamplerSpec, SearchSpace
-from dse.trial_record import StudyAttr, TrialAttr
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
 
     import optuna
 
-    from dse.search.surrogate_sampler import SamplerContext
+    from dse.search.samplers.surrogate import SamplerContext
     from dse.spec import Experiment
     from dse.storage import CampaignStorage
 
@@ -86,7 +86,7 @@ def _sampler_context(experiment: Experiment, profile: HardwareProfile,
                      capabilities: bool) -> SamplerContext:
     """The device's candidate space."""
     from dse.search.candidate_space import CandidateSpace
-    from dse.search.surrogate_sampler import SamplerContext
+    from dse.search.samplers.surrogate import SamplerContext
 
     return SamplerContext(CandidateSpace(experiment.space, profile, capabilities))
 

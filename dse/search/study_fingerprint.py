@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from dse.candidate import stable_hash
-from dse.metrics import former_metric_name
+from dse.core.candidate import stable_hash
+from dse.core.metrics import former_metric_name
 from dse.spec import SearchSpace
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ _SPACE_SECTIONS = ("model", "training", "deployment", "constraints", "parameters
 def space_fingerprint(space: SearchSpace, *, former_names: bool = False) -> dict[str, str]:
     """A hash of each section of ``space`` that changes what a trial means. ``former_names``:
     with each renamed metric a constraint bounds under its former name, as a study written
-    before the rename holds it (see ``dse.metrics.RENAMED_METRICS``)."""
+    before the rename holds it (see ``dse.core.metrics.RENAMED_METRICS``)."""
     dumped = space.model_dump(mode="json")
     if former_names:
         dumped["constraints"] = [{**c, "metric": former_metric_name(c["metric"])}

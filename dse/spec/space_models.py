@@ -15,7 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from dse.metrics import (
+from dse.core.metrics import (
     METRICS,
     RENAMED_METRICS,
     Direction,
@@ -116,7 +116,7 @@ class DeploymentSpec(Strict):
 class ObjectiveSpec(Strict):
     """An objective: a metric from the metrics table; its direction comes from the table."""
 
-    metric: str = Field(description="Metric name from dse.metrics (e.g. latency_p99_ms) or one "
+    metric: str = Field(description="Metric name from dse.core.metrics (e.g. latency_p99_ms) or one "
                                     "the space declares under metrics:; a metric's former name "
                                     "is read as its current one.")
 
@@ -132,7 +132,7 @@ _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=)\s*([-+0-9.e
 class ConstraintSpec(Strict):
     """A bound on a metric, written ``"process_rss_peak_mb <= 512"`` or as {metric, op, value}."""
 
-    metric: str = Field(description="Metric name from dse.metrics or the space's metrics:; a "
+    metric: str = Field(description="Metric name from dse.core.metrics or the space's metrics:; a "
                                     "metric's former name is read as its current one.")
     op: Literal["<=", ">="] = Field(description="Comparison: <= or >=.")
     value: float = Field(description="The bound, in the metric's unit.")
@@ -182,7 +182,7 @@ _DECLARED_NAMES: ContextVar[frozenset[str]] = ContextVar("declared_metric_names"
 
 def _check_metric(name: str) -> str:
     """The current name of metric ``name`` (a renamed metric's former name is read as its new
-    one, see ``dse.metrics.RENAMED_METRICS``); ValueError when no such metric exists."""
+    one, see ``dse.core.metrics.RENAMED_METRICS``); ValueError when no such metric exists."""
     name = current_metric_name(name)
     declared = _DECLARED_NAMES.get() - set(METRICS)
     if name not in METRICS and name not in declared:
@@ -218,11 +218,11 @@ class MetricDeclaration(Strict):
     @classmethod
     def _new(cls, value: str) -> str:
         if value in METRICS:
-            raise ValueError(f"metric {value!r} is built in (dse.metrics); declare only new "
+            raise ValueError(f"metric {value!r} is built in (dse.core.metrics); declare only new "
                              f"metrics")
         if value in RENAMED_METRICS:
             raise ValueError(f"metric {value!r} is the former name of the built-in "
-                             f"{RENAMED_METRICS[value]!r} (dse.metrics); declare only new "
+                             f"{RENAMED_METRICS[value]!r} (dse.core.metrics); declare only new "
                              f"metrics")
         return value
 

@@ -2,7 +2,7 @@
 
 An entry is a probe name (``nvml``) or a one-key mapping from a probe name to its settings
 (``{thermal_zones: {zones: [x86_pkg_temp], interval_s: 1.0}}``); the settings a probe accepts are its
-``settings_model`` (see :mod:`dse.parts.probes`). :func:`checked_entry` is what the profile's
+``settings_model`` (see :mod:`dse.plugins.probes`). :func:`checked_entry` is what the profile's
 validation calls, so a bad entry fails when the profile is loaded, with one line naming the
 settings allowed; ``dse.measure.telemetry.make_probes`` builds the probes on the device.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from dse.parts.probes import PROBES
+from dse.plugins.probes import PROBES
 from dse.spec.near_names import allowed_hint, close_names, did_you_mean
 
 _SHAPE = "expected a probe name or a one-key mapping {probe: {setting: value, ...}}"

@@ -35,13 +35,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dse.accuracy import TrainedModel, load_digits_split, train_or_load
+from dse.accuracy.digits import DigitsSplit
+from dse.artifacts import Artifact, ArtifactCache, build_artifact
 from dse.backends import PROVENANCE_KEYS, Backend, Runner, get_backend, supports
-from dse.build import Artifact, ArtifactCache, build_artifact
-from dse.candidate import Candidate
-from dse.exceptions import BuildError
-from dse.parts.backends import DEVICE_KINDS, PRECISIONS, declaration
-from dse.quality import TrainedModel, load_digits_split, train_or_load
-from dse.quality.digits import DigitsSplit
+from dse.core.candidate import Candidate
+from dse.core.exceptions import BuildError
+from dse.plugins.backends import DEVICE_KINDS, PRECISIONS, declaration
 from dse.spec import HardwareProfile, TrainingSpec
 
 __all__ = [

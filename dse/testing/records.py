@@ -14,8 +14,8 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from dse.metrics import METRICS
-from dse.trial_record import StudyAttr, TrialAttr
+from dse.core.metrics import METRICS
+from dse.core.trial_record import StudyAttr, TrialAttr
 
 EXAMPLE_OBJECTIVES = ("accuracy", "latency_p99_ms")
 EXAMPLE_CONSTRAINT = "process_rss_peak_mb <= 4096"
@@ -115,5 +115,5 @@ def example_run(run_dir: Path) -> Path:
 
 
 def _fake_id(candidate: Mapping[str, Any]) -> str:
-    # The real id is dse.candidate.stable_hash; any stable text will do here.
+    # The real id is dse.core.candidate.stable_hash; any stable text will do here.
     return "-".join(str(v) for v in candidate.values() if not isinstance(v, Mapping))

@@ -18,10 +18,10 @@ os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 import numpy as np
 import pytest
 
+from dse.accuracy import TrainedModel
+from dse.accuracy.digits import DigitsSplit
+from dse.artifacts import Artifact
 from dse.backends import BACKENDS, Runner
-from dse.build import Artifact
-from dse.quality import TrainedModel
-from dse.quality.digits import DigitsSplit
 from dse.spec import HardwareProfile
 from dse.testing.backends import ARCH, TRAINING, BackendBench
 

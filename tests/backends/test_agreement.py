@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from dse.accuracy.digits import DigitsSplit
+from dse.artifacts import Artifact
 from dse.backends import get_backend
-from dse.build import Artifact
-from dse.quality.digits import DigitsSplit
 from dse.spec import HardwareProfile
 
 

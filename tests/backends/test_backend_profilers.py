@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dse.accuracy.digits import DigitsSplit
 from dse.backends import get_backend
 from dse.backends.op_profile import OpProfile, ProfileRequest
-from dse.parts.backends import BACKEND_DECLARATIONS
-from dse.quality.digits import DigitsSplit
+from dse.plugins.backends import BACKEND_DECLARATIONS
 from tests.backends.conftest import CPU_PROFILE, POOL_BATCH, ArtifactFor, RunnerFor
 
 RUNS = 5

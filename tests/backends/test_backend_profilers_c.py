@@ -15,11 +15,11 @@ import numpy as np
 import onnx
 import pytest
 
+from dse.accuracy.digits import DigitsSplit
 from dse.backends import get_backend
-from dse.backends._trt_profile import LayerInfo, parse_engine_information
 from dse.backends.op_profile import OpProfile, ProfileRequest
-from dse.parts.backends import BACKEND_DECLARATIONS
-from dse.quality.digits import DigitsSplit
+from dse.backends.tensorrt.profiler import LayerInfo, parse_engine_information
+from dse.plugins.backends import BACKEND_DECLARATIONS
 from dse.spec import HardwareProfile
 from tests.backends._devices import NO_CUDA, has_cuda
 from tests.backends.conftest import CPU_PROFILE, POOL_BATCH, ArtifactFor
@@ -190,7 +190,7 @@ def test_a_node_openvino_lists_in_only_some_readings_keeps_one_value_per_reading
 
     import openvino as ov
 
-    from dse.backends._openvino_profile import _collect
+    from dse.backends.openvino.profiler import _collect
 
     def entry(name: str, us: float, executed: bool = True) -> object:
         info = ov.ProfilingInfo()

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dse.accuracy.digits import DigitsSplit
+from dse.artifacts import Artifact
 from dse.backends import get_backend
 from dse.backends.op_profile import OpProfile, ProfileRequest, ProfilerMissing
-from dse.build import Artifact
-from dse.quality.digits import DigitsSplit
 from dse.spec import HardwareProfile
 from tests.backends.conftest import CPU_PROFILE, POOL_BATCH, ArtifactFor, RunnerFor
 
@@ -113,7 +113,7 @@ def test_executorch_profiles_with_etdump(runner_pool: RunnerFor, artifact_for: A
 
 def test_executorch_rows_count_no_time_twice() -> None:
     pytest.importorskip("executorch.runtime", reason="executorch is not installed")
-    from dse.backends._executorch_profile import TimedEvent, operator_rows
+    from dse.backends.executorch.profiler import TimedEvent, operator_rows
 
     execution = [TimedEvent("native_call_cumsum.out", 0, 10.0, 2.0, False),
                  TimedEvent("OPERATOR_CALL", 0, 9.0, 4.0, False),
@@ -127,7 +127,7 @@ def test_executorch_rows_count_no_time_twice() -> None:
 def test_xla_profiles_hlo_instructions(runner_pool: RunnerFor, artifact_for: ArtifactFor,
                                        batch: np.ndarray, tmp_path: Path) -> None:
     pytest.importorskip("jax", reason="jax is not installed (dse[xla])")
-    from dse.backends._xla_profile import hlo_module
+    from dse.backends.xla.profiler import hlo_module
 
     out = tmp_path / "xla"
     runner = runner_pool("xla", "fp32")

@@ -9,7 +9,7 @@ import pytest
 
 from dse.backends import BACKENDS, CAPABILITIES, get_backend, supports
 from dse.backends.capabilities import BACKEND_NAMES, DEVICE_KINDS, PRECISIONS
-from dse.parts.backends import BACKEND_DECLARATIONS
+from dse.plugins.backends import BACKEND_DECLARATIONS
 from dse.spec.models import DeviceKind, HardwareProfile, Precision
 
 BUILT_IN = {"executorch", "litert", "onnxruntime", "onnxruntime_cuda", "onnxruntime_tensorrt",

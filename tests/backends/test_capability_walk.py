@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dse.accuracy.digits import DigitsSplit
 from dse.backends import CAPABILITIES, get_backend, supports
-from dse.candidate import Candidate
-from dse.exceptions import BuildError
-from dse.farm.prepare import prepare_candidate
-from dse.quality.digits import DigitsSplit
+from dse.core.candidate import Candidate
+from dse.core.exceptions import BuildError
 from dse.spec import HardwareProfile
 from dse.testing.backends import check_runner
+from dse.trial.prepare import prepare_candidate
 from tests.backends._devices import NO_CUDA, NO_JETSON, has_cuda, has_jetson, missing_runtime
 from tests.backends.conftest import (
     COMPARED_IMAGES,

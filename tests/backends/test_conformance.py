@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from dse.artifacts import Artifact
 from dse.backends import BACKENDS, CAPABILITIES, Runner
-from dse.build import Artifact
-from dse.exceptions import BuildError
+from dse.core.exceptions import BuildError
 from dse.spec import HardwareProfile
 from dse.testing import BackendSuite
 from dse.testing.backends import BackendBench

@@ -15,12 +15,12 @@ pytest.importorskip("executorch.runtime", reason="executorch is not installed (d
 
 import torch  # after the skip: executorch brings torch
 
+from dse.accuracy import TrainedModel
+from dse.accuracy.digits import DigitsSplit
+from dse.artifacts import Artifact
 from dse.backends import CAPABILITIES, get_backend
-from dse.build import Artifact
-from dse.exceptions import BuildError
-from dse.parts.backends import ConversionRequest, declaration
-from dse.quality import TrainedModel
-from dse.quality.digits import DigitsSplit
+from dse.core.exceptions import BuildError
+from dse.plugins.backends import ConversionRequest, declaration
 from tests.backends.conftest import CPU_PROFILE, POOL_BATCH, RunnerFor
 
 EXECUTORCH = get_backend("executorch")

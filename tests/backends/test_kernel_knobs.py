@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
+from dse.artifacts import Artifact
 from dse.backends import get_backend
-from dse.build import Artifact
-from dse.exceptions import BuildError
+from dse.core.exceptions import BuildError
 from dse.spec import HardwareProfile
 from tests.backends._devices import NO_CUDA, has_cuda, missing_runtime
 from tests.backends.conftest import POOL_BATCH, ArtifactFor
@@ -112,7 +112,7 @@ def test_a_cpu_device_refuses_the_cuda_only_attention_kernel(backend: str) -> No
 
 def test_the_graph_knob_leaves_the_tensorrt_engine_key_alone() -> None:
     """cuda_graph is how the engine is launched: the cached engine serves both values."""
-    from dse.backends.trt_settings import resolve_settings
+    from dse.backends.tensorrt.settings import resolve_settings
 
     assert resolve_settings({"cuda_graph": True}, 1) == resolve_settings({}, 1)
 

@@ -15,12 +15,12 @@ pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert (dse[li
 
 import torch
 
+from dse.accuracy.digits import DigitsSplit
+from dse.artifacts import Artifact
 from dse.backends import CAPABILITIES, get_backend
-from dse.backends._litert_convert import convert_to_tflite
-from dse.build import Artifact
-from dse.exceptions import BuildError
-from dse.parts.backends import ConversionRequest
-from dse.quality.digits import DigitsSplit
+from dse.backends.litert.converter import convert_to_tflite
+from dse.core.exceptions import BuildError
+from dse.plugins.backends import ConversionRequest
 from tests.backends.conftest import CPU_PROFILE, POOL_BATCH, ArtifactFor, RunnerFor
 
 LITERT = get_backend("litert")

@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dse.accuracy.digits import DigitsSplit
+from dse.artifacts import Artifact
 from dse.backends import get_backend
-from dse.backends._openvino_kernels import Kernel, check_kernel_precision
-from dse.build import Artifact
-from dse.exceptions import BuildError
-from dse.quality.digits import DigitsSplit
+from dse.backends.openvino.kernels import Kernel, check_kernel_precision
+from dse.core.exceptions import BuildError
 from dse.spec import HardwareProfile
 from dse.testing.backends import run_in_batches
 from tests.backends.conftest import ArtifactFor, RunnerFor

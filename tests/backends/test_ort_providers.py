@@ -16,10 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dse.accuracy.digits import DigitsSplit
+from dse.artifacts import Artifact
+from dse.artifacts.fingerprint import DEVICE_CACHE_ENV as CACHE_ENV
 from dse.backends import Runner, get_backend
-from dse.backends.ort import SessionPlan, SessionSettings, compile_session
-from dse.backends.ort_gpu import installed_onnxruntime, tensorrt_cache_dir
-from dse.backends.ort_placement import (
+from dse.backends.onnxruntime.backend import SessionPlan, SessionSettings, compile_session
+from dse.backends.onnxruntime.gpu import installed_onnxruntime, tensorrt_cache_dir
+from dse.backends.onnxruntime.placement import (
     CPU_PROVIDER,
     TENSORRT_PROVIDER,
     Placement,
@@ -27,10 +30,7 @@ from dse.backends.ort_placement import (
     load_profile,
     parse_profile,
 )
-from dse.build import Artifact
-from dse.build.fingerprint import DEVICE_CACHE_ENV as CACHE_ENV
-from dse.exceptions import BuildError
-from dse.quality.digits import DigitsSplit
+from dse.core.exceptions import BuildError
 from dse.spec import HardwareProfile
 from dse.testing.backends import TOLERANCES, assert_decisions_agree, run_in_batches
 from tests.backends._devices import NO_CUDA, has_cuda

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dse.quality.digits import DigitsSplit
+from dse.accuracy.digits import DigitsSplit
 from tests.backends.conftest import ArtifactFor, RunnerFor
 from tests.deploy.standalone_check import run_standalone
 

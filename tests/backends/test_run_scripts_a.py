@@ -12,15 +12,15 @@ from typing import Any, cast
 import numpy as np
 import pytest
 
+from dse.accuracy.digits import DigitsSplit
+from dse.artifacts.fingerprint import DEVICE_CACHE_ENV
 from dse.backends import BACKENDS, Runner, get_backend
-from dse.backends.ort import SessionPlan, SessionSettings
-from dse.backends.tensorrt import bundle_settings
-from dse.backends.trt_engine import BuildPlan
-from dse.backends.trt_settings import EngineSettings
-from dse.build.fingerprint import DEVICE_CACHE_ENV
+from dse.backends.onnxruntime.backend import SessionPlan, SessionSettings
+from dse.backends.tensorrt.backend import bundle_settings
+from dse.backends.tensorrt.engine import BuildPlan
+from dse.backends.tensorrt.settings import EngineSettings
+from dse.core.exceptions import BuildError
 from dse.deploy.run_script import render_run_script
-from dse.exceptions import BuildError
-from dse.quality.digits import DigitsSplit
 from dse.spec import HardwareProfile
 from tests.backends._devices import NO_CUDA, has_cuda, missing_runtime
 from tests.backends.conftest import CPU_PROFILE, POOL_BATCH, ArtifactFor, RunnerFor
@@ -111,8 +111,8 @@ def test_torch_bundle_keeps_the_models_own_sdpa_kernel(attention: str, kernel: s
     it restricts to is recorded for run.py, which runs the program under it."""
     import torch
 
-    from dse.backends._torch_bundle import PROGRAM
-    from dse.build import Artifact
+    from dse.artifacts import Artifact
+    from dse.backends.torch.bundle import PROGRAM
     from dse.models._encoder import EncoderClassifier
 
     module = EncoderClassifier(features=4, seq_len=8, hidden=16, num_heads=2, num_layers=1,
@@ -132,7 +132,7 @@ def test_torch_bundle_keeps_the_models_own_sdpa_kernel(attention: str, kernel: s
 def test_torch_bundle_refuses_a_module_torch_export_cannot_trace() -> None:
     import torch
 
-    from dse.build import Artifact
+    from dse.artifacts import Artifact
 
     class DataDependent(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dse.accuracy.digits import DigitsSplit
 from dse.backends import get_backend
-from dse.quality.digits import DigitsSplit
 from tests.backends.conftest import CPU_PROFILE, POOL_BATCH, ArtifactFor, RunnerFor
 from tests.deploy.standalone_check import run_standalone
 

@@ -15,8 +15,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from dse.accuracy.digits import DigitsSplit
+from dse.artifacts import Artifact, ArtifactCache
+from dse.artifacts.fingerprint import DEVICE_CACHE_ENV
 from dse.backends import BACKENDS, PROVENANCE_KEYS, get_backend
-from dse.backends.trt_settings import (
+from dse.backends.tensorrt.settings import (
     ENGINE_SUBFOLDER,
     EngineSettings,
     check_compute_capability,
@@ -29,11 +32,8 @@ from dse.backends.trt_settings import (
     resolve_typing,
     torch_dtype_name,
 )
-from dse.backends.trt_version import import_tensorrt, parse_version
-from dse.build import Artifact, ArtifactCache
-from dse.build.fingerprint import DEVICE_CACHE_ENV
-from dse.exceptions import BuildError
-from dse.quality.digits import DigitsSplit
+from dse.backends.tensorrt.version import import_tensorrt, parse_version
+from dse.core.exceptions import BuildError
 from dse.spec import HardwareProfile
 from dse.testing.backends import check_runner
 from tests.backends._devices import NO_CUDA, has_cuda

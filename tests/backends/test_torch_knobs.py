@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 
+from dse.accuracy import TrainedModel
+from dse.accuracy.digits import DigitsSplit
+from dse.artifacts import Artifact, ArtifactCache, build_artifact
 from dse.backends import get_backend
-from dse.backends.torch_compile import TorchCompileRunner
-from dse.build import Artifact, ArtifactCache, build_artifact
-from dse.candidate import Candidate
-from dse.exceptions import BuildError
-from dse.quality import TrainedModel
-from dse.quality.digits import DigitsSplit
+from dse.backends.torch.compiled import TorchCompileRunner
+from dse.core.candidate import Candidate
+from dse.core.exceptions import BuildError
 from dse.spec import HardwareProfile
 from dse.testing.backends import TOLERANCES, check_runner
 from tests.backends._devices import NO_CUDA, has_cuda

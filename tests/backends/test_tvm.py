@@ -14,9 +14,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from dse.artifacts import Artifact
 from dse.backends import CAPABILITIES, get_backend
-from dse.build import Artifact
-from dse.exceptions import BuildError
+from dse.core.exceptions import BuildError
 from tests.backends.conftest import CPU_PROFILE, ArtifactFor
 
 TVM = get_backend("tvm")
@@ -97,7 +97,7 @@ def test_frozen_import_frames_are_found_without_scanning_every_module() -> None:
     import importlib
     import inspect
 
-    from dse.backends._tvm_tuning import register_frozen_import_frames
+    from dse.backends.tvm.tuning import register_frozen_import_frames
 
     register_frozen_import_frames()
     for name in ("importlib._bootstrap", "importlib._bootstrap_external"):

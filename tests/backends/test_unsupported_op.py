@@ -8,9 +8,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from dse.artifacts import Artifact
 from dse.backends import get_backend
-from dse.build import Artifact
-from dse.exceptions import BuildError
+from dse.core.exceptions import BuildError
 from dse.spec import HardwareProfile
 
 PROFILE = HardwareProfile(name="test-cpu", kind="cpu", backends=["onnxruntime"],

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from dse.candidate import Candidate
-from dse.version import __version__
+from dse.core.candidate import Candidate
+from dse.core.version import __version__
 from tests.conftest import REPO, tiny_experiment_text
 
 # Brackets and a path: text rich markup would eat; long: far past 80 columns.
@@ -115,7 +115,7 @@ def test_a_finished_campaign_starts_no_ray_and_names_its_dashboard(
         tiny_campaign: Path, ray_root: Path) -> None:
     from rich.console import Console
 
-    from dse.api import run_campaign
+    from dse.app.api import run_campaign
     from dse.cli.trial_display import front_table
 
     tiny_campaign.write_text(tiny_experiment_text(2))
@@ -169,7 +169,7 @@ def test_devices_without_a_farm_lists_this_machine(tmp_path: Path) -> None:
 
 
 def test_a_resume_notice_counts_every_device() -> None:
-    from dse.campaign_setup import campaign_finished, resume_notice
+    from dse.app.campaign_setup import campaign_finished, resume_notice
     from dse.search.study import StudyProgress
 
     progress = {"cpu-a": StudyProgress(started=5, completed=3, running=0),

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dse.catalog import KINDS, markdown_table
+from dse.app.catalog import KINDS, markdown_table
 from dse.cli import app
 from dse.cli.list_command import begin_marker, end_marker
-from dse.metrics import METRICS
+from dse.core.metrics import METRICS
 from tests.conftest import REPO
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from dse.exceptions import Terminated, interrupt_exit_code
+from dse.core.exceptions import Terminated, interrupt_exit_code
 from dse.search.interrupts import StickyInterrupt
 from tests.cli.test_run import _start, read_until_trials
 from tests.conftest import tiny_experiment_text

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dse.artifacts import Artifact
 from dse.backends import Runner, get_backend
-from dse.build import Artifact
 from dse.deploy.layout import INPUTS, MODEL_DIR
 from dse.deploy.standalone import write_standalone
 from tests.runtime_venv import runtime_only_python

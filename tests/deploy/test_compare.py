@@ -22,7 +22,7 @@ from dse.deploy.manifest import manifest_problems, write_manifest
 from dse.deploy.standalone import requirements_text
 
 if TYPE_CHECKING:
-    from dse.bundle_verify import VerifyReport
+    from dse.app.bundle_verify import VerifyReport
     from dse.deploy.exported import VerifiedModel
 
 
@@ -101,8 +101,8 @@ def test_requirements_pin_the_exported_versions_and_torch_s_own_index() -> None:
 
 def _verified(flags: str, p50_now: float, pid: str = "1") -> VerifiedModel:
     """What a worker hands back of one run, with these quality flags and this p50."""
+    from dse.core.measurement import Measurement
     from dse.deploy.exported import VerifiedModel
-    from dse.measurement import Measurement
 
     now = _latency(p50_now, p50_now * 0.99, p50_now * 1.01)
     quality = flags.split(",")[0] or "ok"
@@ -118,7 +118,7 @@ def _judged(results: list[VerifiedModel], needed: int = 1) -> VerifyReport:
     """The report ``dse verify`` gives these runs."""
     import numpy as np
 
-    from dse.bundle_verify import _judged as judged
+    from dse.app.bundle_verify import _judged as judged
     from dse.deploy.bundle_read import Bundle
     from dse.deploy.exported import CarriedData
     from dse.spec import HardwareProfile

@@ -271,7 +271,7 @@ def test_a_profile_that_cannot_run_the_backend_is_refused(bundles: dict[str, Pat
 def test_export_will_not_write_over_other_files(measured: Path, bundles: dict[str, Path],
                                                 tmp_path: Path) -> None:
     from dse import export
-    from dse.exceptions import DseError
+    from dse.core.exceptions import DseError
 
     taken = tmp_path / "taken"
     taken.mkdir()

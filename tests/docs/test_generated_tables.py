@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dse.catalog import KINDS
+from dse.app.catalog import KINDS
 from dse.cli.list_command import begin_marker, marked_blocks
 from tests.conftest import REPO
 
@@ -24,7 +24,7 @@ def tables() -> dict[str, str]:
     """Every kind's table from a fresh interpreter without $DSE_PLUGINS: dse's own parts, none
     that a test registered in this process."""
     env = {key: value for key, value in os.environ.items() if key != "DSE_PLUGINS"}
-    code = ("import json; from dse.catalog import KINDS, markdown_table; "
+    code = ("import json; from dse.app.catalog import KINDS, markdown_table; "
             "print(json.dumps({kind: markdown_table(kind) for kind in KINDS}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=REPO, env=env, timeout=300)

@@ -74,9 +74,9 @@ DEVICE = "dse_device:{}"
 
 def _measuring(node_id: str) -> bool:
     """Whether a device worker on ``node_id`` is inside a measurement now: it then holds the
-    node's lock exclusively (dse.farm.isolation), so a shared try fails. Every node of this farm
+    node's lock exclusively (dse.trial.isolation), so a shared try fails. Every node of this farm
     runs on this machine, so its lock file is here."""
-    from dse.farm.isolation import LOCK_DIR
+    from dse.trial.isolation import LOCK_DIR
 
     path = LOCK_DIR / f"{node_id}.lock"
     if not path.exists():
@@ -116,7 +116,7 @@ def main(out: Path, trials: int) -> None:
     import ray
     from ray.cluster_utils import Cluster
 
-    from dse.api import load_experiment
+    from dse.app.api import load_experiment
     from dse.farm.dispatcher import Dispatcher
     from dse.search.loop import SearchLoop
     from dse.search.study import open_studies

@@ -12,14 +12,14 @@ import pytest
 import yaml
 from scipy.stats import t as student_t
 
-from dse.api import load_experiment
-from dse.candidate import Candidate
-from dse.exceptions import MeasurementError
-from dse.farm.calibrate import _one_run
+from dse.app.api import load_experiment
+from dse.core.candidate import Candidate
+from dse.core.exceptions import MeasurementError
 from dse.farm.worker import DeviceWorker
 from dse.measure.run_to_run import RunToRun, load, save
 from dse.measure.stats import PERCENTILES
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
+from dse.trial.calibrate import _one_run
 from tests.conftest import LOCAL_CPU, REPO
 
 TINY_ARCH = {"num_stages": 1, "depth": 1, "width_mult": 0.5, "kernel_size": 3, "expand_ratio": 2}

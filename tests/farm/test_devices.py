@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from dse.farm.devices import DeviceInfo, farm_devices, list_devices
-from dse.farm.registry import find_registry, get_registry, register_worker
+from dse.farm.farm_registry import find_registry, get_registry, register_worker
 from dse.farm.resources import KIND_LABEL
 from dse.spec import HardwareProfile
 from tests.conftest import LOCAL_CPU, REPO

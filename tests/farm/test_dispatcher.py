@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dse.candidate import Candidate
-from dse.exceptions import DeviceError
+from dse.core.candidate import Candidate
+from dse.core.exceptions import DeviceError
 from dse.farm.dispatcher import Dispatcher, Job
-from dse.farm.isolation import NodeLock
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
+from dse.trial.isolation import NodeLock
 from tests.conftest import LOCAL_CPU
 
 TINY_ARCH = {"num_stages": 1, "depth": 1, "width_mult": 0.5, "kernel_size": 3, "expand_ratio": 2}
@@ -33,7 +33,7 @@ def test_a_device_failing_trials_in_a_row_is_quarantined_and_then_none_is_left(
         tmp_path: Path) -> None:
     import ray
 
-    from dse.farm.registry import find_registry
+    from dse.farm.farm_registry import find_registry
 
     profile = HardwareProfile.model_validate(yaml.safe_load(LOCAL_CPU))
     dispatcher = Dispatcher([profile], tmp_path, max_retries=2, quarantine_after=2)

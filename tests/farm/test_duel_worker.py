@@ -7,10 +7,10 @@ from pathlib import Path
 
 import yaml
 
-from dse.candidate import Candidate
-from dse.farm.duel_window import DuelReport, DuelRequest
+from dse.core.candidate import Candidate
 from dse.farm.worker import DeviceWorker
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
+from dse.trial.duel_window import DuelReport, DuelRequest
 from tests.conftest import LOCAL_CPU
 
 TINY_ARCH = {"num_stages": 1, "depth": 1, "width_mult": 0.5, "kernel_size": 3, "expand_ratio": 2}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dse.exceptions import DeviceError
+from dse.core.exceptions import DeviceError
 from dse.farm.connection import connect, parse_address, require_token, token_source
 from dse.farm.head import _ensure_token, token_exposure
 from dse.farm.node_commands import check_bind, head_command, launch_env, parse_gpus, worker_command

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from dse import __version__
-from dse.farm.registry import (
+from dse.farm.farm_registry import (
     REGISTRY_NAME,
     REGISTRY_NAMESPACE,
     find_registry,

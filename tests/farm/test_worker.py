@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from dse.candidate import Candidate
+from dse.core.candidate import Candidate
 from dse.farm.worker import DeviceWorker
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 from tests.conftest import LOCAL_CPU, REPO
@@ -60,7 +60,7 @@ def test_a_runner_crashing_mid_window_stops_the_probes(tmp_path: Path) -> None:
     import numpy as np
 
     from dse.backends import Runner
-    from dse.farm.prepare import PreparedCandidate
+    from dse.trial.prepare import PreparedCandidate
 
     class CrashingRunner(Runner):
         """Fails on its 50th call, inside the timed window (a device lost mid-measurement)."""
@@ -97,8 +97,8 @@ def test_a_runner_crashing_mid_window_stops_the_probes(tmp_path: Path) -> None:
 
 
 def test_the_first_listed_probe_wins_a_shared_metric() -> None:
-    from dse.farm.telemetry_window import TelemetryWindow
     from dse.measure.telemetry import Probe, ProbeResult, Trace, Window
+    from dse.trial.telemetry_window import TelemetryWindow
 
     class Fixed(Probe):
         provides = ("power_mean_w",)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dse.candidate import Candidate
+from dse.core.candidate import Candidate
 from dse.farm.worker import DeviceWorker
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 
@@ -57,8 +57,8 @@ def test_a_trial_measures_on_the_gpu_through_the_device_worker(tmp_path: Path, t
 
 
 def test_cuda_events_are_refused_for_a_cpu_device_at_validate(tmp_path: Path) -> None:
-    from dse.api import load_experiment
-    from dse.exceptions import SpecError
+    from dse.app.api import load_experiment
+    from dse.core.exceptions import SpecError
     from tests.conftest import LOCAL_CPU, TINY_SPACE
 
     for folder, name, text in [("search_spaces", "tiny.yaml", TINY_SPACE),

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dse.candidate import Candidate
+from dse.core.candidate import Candidate
 from dse.farm.worker import DeviceWorker
-from dse.measure.quality import disturbed
+from dse.measure.measurement_quality import disturbed
 from dse.measure.telemetry import Trace, Window
 from dse.measure.telemetry.base import ProbeResult
 from dse.measure.telemetry.cpu_interference import (

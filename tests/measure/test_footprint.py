@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from dse.candidate import Candidate
+from dse.core.candidate import Candidate
 from dse.farm.worker import DeviceWorker
 from dse.measure.footprint import RESOLUTION_BYTES, model_footprint_mb, rss_bytes, trim_heap
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from dse.exceptions import MeasurementError
+from dse.core.exceptions import MeasurementError
 from dse.measure import measure_latency, measure_offline, measure_sustained, timer_overhead_ns
 
 

@@ -16,7 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from dse.cli import app
-from dse.exceptions import SpecError
+from dse.core.exceptions import SpecError
 from dse.farm.worker import DeviceWorker
 from dse.measure.telemetry import PROBES, Window, make_probes, parse_entry
 from dse.measure.telemetry.cpu_thermal import ThermalZonesProbe
@@ -58,7 +58,7 @@ def _profile_file(tmp_path: Path, text: str = PROFILE) -> Path:
 
 def test_profile_probe_names_are_the_registered_probes() -> None:
     # A fresh process that imports no probe module: reading the registry fills it.
-    code = ("import sys\nfrom dse.parts.probes import probe_names\n"
+    code = ("import sys\nfrom dse.plugins.probes import probe_names\n"
             "assert 'dse.measure.telemetry' not in sys.modules\nprint(' '.join(probe_names()))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                           timeout=120)

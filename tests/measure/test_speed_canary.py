@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dse.candidate import Candidate
+from dse.core.candidate import Candidate
 from dse.farm.worker import DeviceWorker
-from dse.measure.quality import disturbed
+from dse.measure.measurement_quality import disturbed
 from dse.measure.telemetry import Window
 from dse.measure.telemetry.base import ProbeResult
 from dse.measure.telemetry.speed_canary import LOOP, REPEATS, SpeedCanaryProbe

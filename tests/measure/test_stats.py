@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from dse.exceptions import MeasurementError
+from dse.core.exceptions import MeasurementError
 from dse.measure.stats import drift_pct, quantile_ci_ranks, summarize
 
 
@@ -177,7 +177,7 @@ def test_quantile_interval_selects_what_a_sort_would(q: float) -> None:
 
 
 def test_a_percentile_without_an_interval_is_missing_with_why() -> None:
-    from dse.farm.timing import latency_metrics
+    from dse.trial.timing import latency_metrics
 
     thirty = summarize([1.0 + 0.01 * (i % 7) for i in range(30)], seconds=0.1)
     missing: dict[str, str] = {}
@@ -224,7 +224,7 @@ def test_the_binomial_and_t_quantiles_are_scipy_stats_own(n: int, p: float) -> N
     # measuring process); they must be the very numbers scipy.stats gives.
     from scipy.stats import t
 
-    from dse.order_statistics import binomial_quantile, student_t_quantile
+    from dse.util.order_statistics import binomial_quantile, student_t_quantile
 
     for level in (0.0001, 0.025, 0.5, 0.975, 0.9999):
         assert binomial_quantile(level, n, p) == int(binom.ppf(level, n, p)), (level, n, p)

@@ -1,5 +1,5 @@
 """Bad models for the tests of ``tests/search/test_bad_models.py`` and
-``tests/farm/test_prepare_nonfinite.py``: bring-your-own factories that misbehave, and a writer of
+``tests/trial/test_prepare_nonfinite.py``: bring-your-own factories that misbehave, and a writer of
 real ONNX files that do. The ``*_when_small`` factories misbehave only for
 ``hidden == BAD_HIDDEN`` and build ``digits_mlp`` otherwise: the good values keep a campaign
 going."""

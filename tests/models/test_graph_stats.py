@@ -13,8 +13,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from dse.build.export import export_onnx
-from dse.build.quantize import quantize_int8
+from dse.artifacts.onnx_export import export_onnx
+from dse.artifacts.quantize import quantize_int8
 from dse.models import get_family, op_costs
 from dse.models.graph_stats import graph_stats
 

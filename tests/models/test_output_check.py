@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dse import load_experiment, run_campaign
-from dse.exceptions import SpecError
+from dse.core.exceptions import SpecError
 from dse.models.output_check import model_output_problems
 from dse.spec import ModelSpec
 from tests.conftest import REPO

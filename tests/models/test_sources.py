@@ -9,8 +9,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from dse.api import validate_files
-from dse.candidate import Candidate
+from dse.app.api import validate_files
+from dse.core.candidate import Candidate
 from dse.models.onnx_file import onnx_input
 from dse.models.sources import FactorySource, candidate_source, model_source, source_dataset
 from dse.spec import ModelSpec

@@ -11,12 +11,12 @@ import numpy as np
 import onnx
 import pytest
 
-from dse.build.export import export_onnx
-from dse.build.quantize import quantize_int8
-from dse.exceptions import BuildError
+from dse.accuracy.sequences import load_sequence_split
+from dse.artifacts.onnx_export import export_onnx
+from dse.artifacts.quantize import quantize_int8
+from dse.core.exceptions import BuildError
 from dse.models import get_family
 from dse.models.transformer import DEFAULT_ARCH, FEATURES, TransformerFamily
-from dse.quality.sequences import load_sequence_split
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -214,7 +214,7 @@ def test_int8_quantized_encoder_runs(exported: Path, tmp_path: Path) -> None:
         quantize_int8(exported, out, split.x_train, symmetric=False)
     except BuildError as exc:
         if "(N, C, H, W)" in str(exc):
-            pytest.skip("dse.build.quantize.quantize_int8 still accepts only 4-D (image) "
+            pytest.skip("dse.artifacts.quantize.quantize_int8 still accepts only 4-D (image) "
                         f"calibration data: {exc}")
         raise
     ops = {node.op_type for node in onnx.load(str(out)).graph.node}
@@ -244,7 +244,7 @@ CPU_KERNELS = ("math", "flash")
 def test_the_default_attention_leaves_the_default_arch_and_its_keys_as_they_were() -> None:
     """Trained-model and artifact keys hash validate()'s dict: the explicit default must not
     appear in it, or every cache entry made before the parameter existed would be orphaned."""
-    from dse.quality.cache import training_key
+    from dse.accuracy.cache import training_key
     from dse.spec import TrainingSpec
 
     family = _family()

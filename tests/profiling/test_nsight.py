@@ -160,7 +160,7 @@ def _tiny_onnx(path: Path) -> Path:
 def _request(tmp_path: Path, runs: int = 5) -> Path:
     import numpy as np
 
-    from dse.build import Artifact
+    from dse.artifacts import Artifact
     from dse.spec import HardwareProfile
 
     model = _tiny_onnx(tmp_path / "tiny.onnx")

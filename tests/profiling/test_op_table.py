@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dse.backends._ort_profile import node_records, profiled_events
+from dse.backends.onnxruntime.profiler import node_records, profiled_events
 from dse.backends.op_profile import OpRecord, ProfilerMissing
 from dse.models.op_costs import cost_from_shapes
 from dse.profiling.op_table import OVERHEAD_FACTOR, op_table, verdict, verdict_counts

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dse.backends.op_profile import OpProfile, OpRecord
-from dse.candidate import Candidate
+from dse.core.candidate import Candidate
 from dse.profiling.folder import profile_folder, write_profile
 from dse.profiling.session import DeviceProfile
 from dse.profiling.summary import (

@@ -36,9 +36,9 @@ def _model(path: Path) -> None:
 
 
 def test_matmul_compute_bound_elementwise_memory_bound(tmp_path: Path) -> None:
+    from dse.artifacts import Artifact
     from dse.backends import get_backend
     from dse.backends.op_profile import ProfileRequest
-    from dse.build import Artifact
     from dse.profiling.ceilings import measure_ceilings
     from dse.profiling.op_table import op_table
     from dse.spec import HardwareProfile

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from dse.api import CampaignResult, run_campaign
+from dse.app.api import CampaignResult, run_campaign
 from dse.report.failures import failures_info
 from dse.report.profile_info import TOP_OPS
 from dse.report.profile_page import profile_page_name, write_profile_page

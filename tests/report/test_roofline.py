@@ -9,6 +9,7 @@ from typing import Any
 import optuna
 import pytest
 
+from dse.core.trial_record import StudyAttr
 from dse.report.roofline import (
     compute_peaks,
     roofline_figure,
@@ -18,7 +19,6 @@ from dse.results import front_frame, trials_frame
 from dse.search import study as study_module
 from dse.spec import HardwareProfile
 from dse.testing import EXAMPLE_OBJECTIVES, campaign_study, candidate, example_study, record_trial
-from dse.trial_record import StudyAttr
 
 OBJECTIVES = list(EXAMPLE_OBJECTIVES)
 GPU = HardwareProfile(

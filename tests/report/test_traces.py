@@ -2,7 +2,7 @@
 
 The samples files are written here in the worker's key format (``trace.<probe>.time_s``,
 ``trace.<probe>.<channel> [<unit>]``), with the probes' own names and units; one test holds that
-format to ``dse.farm.telemetry_window``'s own writer.
+format to ``dse.trial.telemetry_window``'s own writer.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def campaign(tmp_path: Path) -> Campaign:
 
 
 def test_keys_match_the_workers_own_writer() -> None:
-    from dse.farm.telemetry_window import TelemetryWindow
+    from dse.trial.telemetry_window import TelemetryWindow
 
     trace = Trace("nvml", units=dict(NvmlProbe.units))
     trace.add(T0, {"power_w": 100.0, "clock_event_reasons": 4.0})
@@ -197,7 +197,7 @@ def test_cpu_sensors_give_rapl_power_clocks_in_mhz_and_throttle_time(campaign: C
 
 def test_a_counter_drop_the_measurement_calls_a_gap_is_a_gap_in_the_power_trace(
         campaign: Campaign) -> None:
-    """One rule for counter steps (dse.counters): a drop beyond the counter's wrap range (more
+    """One rule for counter steps (dse.util.counters): a drop beyond the counter's wrap range (more
     than one wrap between readings) is no energy figure to the measurement, and no power point
     to the dashboard — it once drew a negative wattage there."""
     from dse.measure.telemetry.derived import TelemetryGapError, counter_delta

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from dse.exceptions import SpecError
+from dse.core.exceptions import SpecError
 from dse.results import trials_frame
 from dse.results.baseline import baseline_ids, relative_column, relative_to_baseline
 from dse.search.baseline_plan import baseline_problems, plan_baseline

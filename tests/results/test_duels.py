@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import optuna
 
-from dse.columns import DUEL_COLUMN
+from dse.core.columns import DUEL_COLUMN
 from dse.results import duel_summary, duel_text, front_frame, metric_columns, trials_frame
 from dse.search.duel_records import (
     DISTURBED,

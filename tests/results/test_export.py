@@ -1,4 +1,4 @@
-"""dse.results.export and files: parquet and CSV written atomically, the study opened read-only."""
+"""dse.results.run_files and files: parquet and CSV written atomically, the study opened read-only."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import optuna
 import pandas as pd
 import pytest
 
-from dse.exceptions import DseError
+from dse.core.exceptions import DseError
 from dse.results import atomic_write_text, front_frame, load_study, trials_frame, write_results
 from dse.testing import EXAMPLE_FRONT, EXAMPLE_OBJECTIVES, campaign_study, example_run
 

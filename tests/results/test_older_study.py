@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dse.results.export import load_campaign
+from dse.results.run_files import load_campaign
 from dse.results.table import trials_frame
 from tests.conftest import REPO
 
@@ -69,9 +69,9 @@ def test_an_older_campaign_resumes_where_it_stopped(older: Path) -> None:
 
 
 def test_an_older_build_cache_is_hit(older: Path) -> None:
-    from dse.build.artifact import fp32_onnx
-    from dse.build.cache import ArtifactCache
-    from dse.quality import train_or_load
+    from dse.accuracy import train_or_load
+    from dse.artifacts.artifact import fp32_onnx
+    from dse.artifacts.cache import ArtifactCache
     from dse.spec import TrainingSpec
 
     cache = older / "experiments" / "runs" / "older-cpu" / "cache"

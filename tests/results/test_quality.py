@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from dse.core.trial_record import StudyAttr
 from dse.results import competing_mask, front_frame, has_unclean, quality_summary, trials_frame
 from dse.testing import campaign_study, candidate, record_trial
-from dse.trial_record import StudyAttr
 
 OBJECTIVES = ["accuracy", "latency_p99_ms"]
 

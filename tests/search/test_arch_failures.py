@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from dse import load_experiment, run_campaign
-from dse.candidate import Candidate
-from dse.exceptions import BuildError, DseError
+from dse.core.candidate import Candidate
+from dse.core.exceptions import BuildError, DseError
 from dse.search.failure_stops import FailureStops
 from tests.models.bad_factories import TRAINING_FAILURE, write_linear_onnx
 from tests.search.test_model_sources_campaign import _campaign
@@ -42,10 +42,10 @@ def test_the_worker_tells_a_model_failure_from_a_deployment_one(tmp_path: Path) 
     candidate's only."""
     import yaml
 
-    from dse.farm.candidate_model import ArchFailure
-    from dse.farm.prepare import prepare_candidate
     from dse.models.sources import candidate_source
     from dse.spec import HardwareProfile, ModelSpec, TrainingSpec
+    from dse.trial.candidate_model import ArchFailure
+    from dse.trial.prepare import prepare_candidate
     from tests.conftest import LOCAL_CPU
 
     profile = HardwareProfile.model_validate(yaml.safe_load(LOCAL_CPU))

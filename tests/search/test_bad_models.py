@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dse import load_experiment, run_campaign
-from dse.exceptions import DseError, SpecError
+from dse.core.exceptions import DseError, SpecError
 from tests.conftest import REPO
 from tests.models.bad_factories import write_linear_onnx
 from tests.search.test_model_sources_campaign import _campaign

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from dse import load_experiment, run_campaign
-from dse.candidate import Candidate
-from dse.exceptions import DseError
+from dse.core.candidate import Candidate
+from dse.core.exceptions import DseError
 from dse.search.device_search import DeviceSearch, KnownResult, repeats_to_stop
 from tests.conftest import REPO
 

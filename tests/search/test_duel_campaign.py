@@ -10,7 +10,7 @@ import numpy as np
 import optuna
 import pytest
 
-from dse.api import run_campaign
+from dse.app.api import run_campaign
 from dse.search.duel_records import MEASURED, read_records
 from dse.search.pareto import pareto_mask
 from tests.conftest import LOCAL_CPU

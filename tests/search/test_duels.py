@@ -6,12 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dse.candidate import Candidate
+from dse.core.candidate import Candidate
+from dse.core.measurement import Measurement
 from dse.farm.dispatcher import Done, Job
-from dse.farm.duel_window import DuelReport
 from dse.measure.duel import DuelRun
 from dse.measure.duel_stats import PairedRatio
-from dse.measurement import Measurement
 from dse.search.duel_records import (
     DISTURBED,
     FAILED,
@@ -29,6 +28,7 @@ from dse.search.pareto import noise_aware_mask, pareto_mask
 from dse.spec import MeasureSpec, TrainingSpec
 from dse.spec.duel_models import DuelSpec
 from dse.testing import campaign_study, candidate, record_trial
+from dse.trial.duel_window import DuelReport
 
 OBJECTIVES = ["accuracy", "latency_p50_ms"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dse import load_experiment, run_campaign
-from dse.metrics import metric
+from dse.core.metrics import metric
 from tests.conftest import REPO
 from tests.search.engine_campaign import write_engine_campaign
 

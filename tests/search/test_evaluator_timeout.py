@@ -1,6 +1,6 @@
 """A custom evaluator cannot stop the campaign: a call that hangs is stopped at the trial timeout,
 ``sys.exit`` and ``KeyboardInterrupt`` inside it fail only its trial, and Ctrl-C still stops the
-run. Through the real CLI, the Python API, and the runners of ``dse.search.evaluator_runner``.
+run. Through the real CLI, the Python API, and the runners of ``dse.search.evaluators.runner``.
 
 The hanging evaluators sleep for an hour (or wait on an event nobody sets), so a timeout is
 certain whatever the machine's load; nothing here asserts how long anything took.
@@ -22,17 +22,17 @@ import pandas as pd
 import psutil
 import pytest
 
-from dse.api import run_campaign
-from dse.candidate import Candidate
+from dse.app.api import run_campaign
+from dse.core.candidate import Candidate
 from dse.examples.evaluators import zdt1
-from dse.search.evaluator_runner import (
+from dse.search.evaluators.dispatchers import Evaluator, EvaluatorDispatcher, ReplayEvaluator
+from dse.search.evaluators.runner import (
     InlineRunner,
     Outcome,
     ProcessRunner,
     ThreadRunner,
     importable_reference,
 )
-from dse.search.evaluators import Evaluator, EvaluatorDispatcher, ReplayEvaluator
 from tests.conftest import LOCAL_CPU, REPO
 
 HELPERS = "dse_evaluator_helpers"  # the evaluator module written into each test's folder
@@ -44,7 +44,7 @@ import sys
 import time
 from pathlib import Path
 
-from dse.search.evaluators import InfeasibleCandidate
+from dse.search.evaluators.dispatchers import InfeasibleCandidate
 
 
 def _score(candidate):
@@ -360,8 +360,8 @@ def test_a_ctrl_c_that_python_drops_in_a_callback_still_stops_the_call() -> None
 def test_the_worker_process_ends_with_a_killed_driver(helpers: ModuleType, tmp_path: Path) -> None:
     pid_file = tmp_path / "worker.pid"
     driver_code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n"
-                   "from dse.candidate import Candidate\n"
-                   "from dse.search.evaluator_runner import ProcessRunner\n"
+                   "from dse.core.candidate import Candidate\n"
+                   "from dse.search.evaluators.runner import ProcessRunner\n"
                    f"ProcessRunner('{HELPERS}:act').call(Candidate(params={{\n"
                    f"    'act': 'record pid', 'pid_file': {str(pid_file)!r}}}), None)\n")
     driver = subprocess.Popen([sys.executable, "-c", driver_code], cwd=REPO)

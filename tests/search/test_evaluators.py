@@ -14,14 +14,14 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from typer.testing import CliRunner
 
-from dse.api import load_experiment, run_campaign
-from dse.candidate import Candidate
+from dse.app.api import load_experiment, run_campaign
 from dse.cli import app
+from dse.core.candidate import Candidate
+from dse.core.exceptions import SpecError
+from dse.core.measurement import Measurement
 from dse.examples.evaluators import zdt1, zdt1_values
-from dse.exceptions import SpecError
 from dse.farm.dispatcher import Job
-from dse.measurement import Measurement
-from dse.search.evaluators import EvaluatorDispatcher, InfeasibleCandidate, ReplayEvaluator
+from dse.search.evaluators.dispatchers import EvaluatorDispatcher, InfeasibleCandidate, ReplayEvaluator
 from dse.spec import HardwareProfile, MeasureSpec, SearchSpace, TrainingSpec
 from tests.conftest import LOCAL_CPU, REPO, TINY_SPACE
 

@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from dse.api import load_experiment, run_campaign
-from dse.candidate import Candidate
+from dse.app.api import load_experiment, run_campaign
 from dse.cli import app
-from dse.exceptions import DseError
-from dse.metrics import is_measured
+from dse.core.candidate import Candidate
+from dse.core.exceptions import DseError
+from dse.core.metrics import is_measured
 from dse.report.dashboard import dashboard_info
 from dse.results import load_campaign, trials_frame
 from dse.search.pareto import default_reference, hypervolume

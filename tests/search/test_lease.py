@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dse.exceptions import DseError
+from dse.core.exceptions import DseError
 from dse.search.lease import Holder, Lease, LeaseStore, me
 
 CAMPAIGN = "race"

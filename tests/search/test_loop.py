@@ -8,8 +8,8 @@ import optuna
 import pandas as pd
 import pytest
 
-from dse.api import load_experiment, run_campaign
-from dse.metrics import metric
+from dse.app.api import load_experiment, run_campaign
+from dse.core.metrics import metric
 from tests.conftest import tiny_experiment_text
 
 
@@ -112,7 +112,7 @@ def test_a_trial_left_running_by_a_dead_driver_is_failed_and_requeued_once(
 @pytest.mark.usefixtures("ray_cluster")
 def test_trials_that_time_out_are_failed_with_the_reason_and_stop_the_run(
         tiny_campaign: Path) -> None:
-    from dse.exceptions import DseError
+    from dse.core.exceptions import DseError
 
     tiny_campaign.write_text(tiny_experiment_text(3, name="timeouts").replace(
         "budget: {trials: 3}", "budget: {trials: 3, trial_timeout_s: 0.01, max_failed: 2}"))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dse import load_experiment, run_campaign
-from dse.metrics import metric
+from dse.core.metrics import metric
 from tests.conftest import LOCAL_CPU, REPO
 
 # A loose precision and no second looks: these campaigns are about engines and models, not the

@@ -296,7 +296,7 @@ def test_public_api() -> None:
 def test_undominated_rows_match_the_definition_on_random_and_tied_points() -> None:
     """The fast front (compare with the non-dominated set of the pessimistic ends only) keeps
     exactly the rows the definition keeps: no row's pessimistic ends dominate its optimistic ones."""
-    from dse.dominance import undominated
+    from dse.util.dominance import undominated
 
     def by_definition(pessimistic: np.ndarray, optimistic: np.ndarray) -> np.ndarray:
         keep = np.zeros(len(optimistic), dtype=bool)

@@ -8,14 +8,14 @@ from pathlib import Path
 import pandas as pd
 from typer.testing import CliRunner
 
-from dse.api import load_experiment
+from dse.app.api import load_experiment
 from dse.cli import app
-from dse.columns import competing_mask
-from dse.metrics import metric
+from dse.core.columns import competing_mask
+from dse.core.metrics import metric
+from dse.core.trial_record import TrialAttr
 from dse.report.dashboard import dashboard_info
 from dse.results import load_campaign
 from dse.search.second_looks import look_is_slower
-from dse.trial_record import TrialAttr
 from tests.conftest import tiny_experiment_text
 
 # Two milliseconds of timing, never extended: no run reaches the 368 calls a p99 interval needs,

@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from dse.api import load_experiment, run_campaign
-from dse.candidate import stable_hash
+from dse.app.api import load_experiment, run_campaign
 from dse.cli import app
+from dse.core.candidate import stable_hash
 from dse.results import load_campaign, study_objectives, trials_frame
 from dse.search.study_storage import storage_url
 

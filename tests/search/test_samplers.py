@@ -10,11 +10,11 @@ import optuna
 import pytest
 import yaml
 
-from dse.candidate import Candidate
-from dse.exceptions import SpecError
-from dse.parts.samplers import sampler_names
+from dse.core.candidate import Candidate
+from dse.core.exceptions import SpecError
+from dse.plugins.samplers import sampler_names
 from dse.search.experiment_checks import grid_problems
-from dse.search.samplers import make_sampler
+from dse.search.samplers.registered import make_sampler
 from dse.search.space import device_options, suggest_candidate
 from dse.search.study import open_experiment_studies, open_study
 from dse.spec import HardwareProfile, SamplerSpec, SearchSpace, load_experiment_files

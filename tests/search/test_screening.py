@@ -17,8 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from dse.api import load_experiment, run_campaign
-from dse.farm.screening import FrontPoint, Screening, screening_measure, screening_verdict
+from dse.app.api import load_experiment, run_campaign
 from dse.results import screening_summary
 from dse.search.baseline_plan import plan_baseline
 from dse.search.pareto import CI_COLUMNS, noise_aware_mask, pareto_front, pareto_mask
@@ -26,6 +25,7 @@ from dse.search.screening import CI_QUANTILES, FrontTracker, screening_request
 from dse.search.study import open_experiment_studies
 from dse.spec import MeasureSpec
 from dse.spec.models import BaselineSpec, ConstraintSpec, ScreeningSpec
+from dse.trial.screening import FrontPoint, Screening, screening_measure, screening_verdict
 from tests.conftest import TINY_SPACE, tiny_experiment_text
 
 OBJECTIVES = ("accuracy", "latency_p99_ms", "process_rss_peak_mb")

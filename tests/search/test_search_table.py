@@ -14,8 +14,8 @@ import optuna
 import pandas as pd
 import pytest
 
-from dse.candidate import Candidate
-from dse.search.evaluators import ReplayEvaluator, space_parameter_names
+from dse.core.candidate import Candidate
+from dse.search.evaluators.dispatchers import ReplayEvaluator, space_parameter_names
 from dse.search.space import suggest_candidate
 from dse.spec import RangeParam, SearchSpace
 from dse.spec.loading import load_model, load_profile
@@ -142,7 +142,7 @@ def test_short_benchmark_gives_numbers_in_range() -> None:
                                   "transformer"])
 def test_every_later_table_holds_each_candidate_of_its_space_once(name: str) -> None:
     from dse.search.candidate_space import CandidateSpace
-    from dse.search.evaluators import InfeasibleCandidate
+    from dse.search.evaluators.dispatchers import InfeasibleCandidate
 
     bench = _benchmark_module()
     table = bench.load_table(name)

@@ -8,13 +8,13 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from dse.campaign_setup import campaign_finished, resume_notice
+from dse.app.campaign_setup import campaign_finished, resume_notice
+from dse.core.trial_record import StudyAttr, TrialAttr
 from dse.results import front_frame, quality_summary, trials_frame
 from dse.search.device_search import _requeue_once, counts_toward_budget
 from dse.search.second_looks import look_is_slower, outranked, pending_second_looks
 from dse.search.study import StudyProgress
 from dse.testing import campaign_study, candidate, record_trial
-from dse.trial_record import StudyAttr, TrialAttr
 
 OBJECTIVES = ["accuracy", "latency_p50_ms"]
 

@@ -34,7 +34,7 @@ def test_torch_is_offered_fp32_only_and_candidates_are_stable() -> None:
 
 
 def test_candidate_ids_hash_everything_but_arch_id_only_the_model() -> None:
-    from dse.candidate import Candidate
+    from dse.core.candidate import Candidate
 
     a = Candidate("cnn", {"depth": 1}, "fp32", 1, "torch", {"num_threads": 1})
     b = Candidate("cnn", {"depth": 1}, "fp32", 8, "torch", {"num_threads": 1})

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dse.exceptions import SpecError
+from dse.core.exceptions import SpecError
 from dse.search.study import open_study
 from dse.spec import SamplerSpec, SearchSpace
 from tests.conftest import TINY_SPACE

@@ -14,13 +14,13 @@ import optuna
 import pytest
 import yaml
 
-from dse.candidate import Candidate
-from dse.search.candidate_features import FeatureEncoder
+from dse.core.candidate import Candidate
 from dse.search.candidate_space import CandidateSpace, params_key
-from dse.search.front_acquisition import choose, epsilon_to_front
-from dse.search.samplers import make_sampler
+from dse.search.samplers.acquisition import choose, epsilon_to_front
+from dse.search.samplers.features import FeatureEncoder
+from dse.search.samplers.registered import make_sampler
+from dse.search.samplers.surrogate import SamplerContext
 from dse.search.space import suggest_candidate
-from dse.search.surrogate_sampler import SamplerContext
 from dse.spec import HardwareProfile, SamplerSpec, SearchSpace
 from tests.conftest import LOCAL_CPU, TINY_SPACE
 from tests.search.test_search_table import _benchmark_module
@@ -114,8 +114,8 @@ def _study(seed: int, space: SearchSpace = GRIDDED) -> optuna.Study:
 
 
 def test_the_default_is_the_surrogate_and_its_start_fills_the_space() -> None:
-    from dse.search.candidate_features import FeatureEncoder
     from dse.search.candidate_space import params_key
+    from dse.search.samplers.features import FeatureEncoder
 
     assert SamplerSpec().name == "surrogate"
     ours = _study(seed=5)
@@ -146,7 +146,7 @@ def test_the_default_is_the_surrogate_and_its_start_fills_the_space() -> None:
 
 def test_with_the_spread_start_off_the_start_is_optunas_random_sampler(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import dse.search.surrogate_sampler as surrogate
+    import dse.search.samplers.surrogate as surrogate
 
     monkeypatch.setattr(surrogate, "SPREAD_START", False)
     ours = _study(seed=5)
@@ -185,7 +185,7 @@ def test_no_candidate_is_proposed_twice_while_one_is_unmeasured_and_failures_are
 
 def test_on_a_space_too_large_to_list_the_model_proposes_new_valid_candidates() -> None:
     # A continuous width: no listing, so each proposal scores random draws plus neighbours of
-    # the front found so far (the front's members picked through dse.dominance).
+    # the front found so far (the front's members picked through dse.util.dominance).
     continuous = SearchSpace.model_validate(yaml.safe_load(TINY_SPACE.replace(
         "width_mult: [0.5, 1.0]", "width_mult: {low: 0.5, high: 1.0}")))
     study = _study(seed=4, space=continuous)

@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from dse.api import load_experiment, run_campaign
-from dse.exceptions import SpecError
+from dse.app.api import load_experiment, run_campaign
+from dse.core.exceptions import SpecError
 from dse.search.study_storage import resolve_study_names
 from dse.search.warm_start import seed_cap, warm_start_plan
 from dse.spec import HardwareProfile

@@ -6,7 +6,7 @@ attempt is failed, once its retries are spent, with a reason naming each death.
 The campaign is a real `dse run` in a child process (its own embedded Ray), so the test can kill
 one of that Ray's worker processes without touching the session's cluster. "While it measures"
 is read from the kernel: a DeviceWorker holds its node's lock file exclusively (flock, see
-``dse.farm.isolation``) only for a measurement, and /proc/locks lists the holder's pid.
+``dse.trial.isolation``) only for a measurement, and /proc/locks lists the holder's pid.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from dse.candidate import Candidate
+from dse.core.candidate import Candidate
+from dse.core.measurement import Measurement
 from dse.farm.dispatcher import Dispatcher
-from dse.farm.isolation import LOCK_DIR
-from dse.measurement import Measurement
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
+from dse.trial.isolation import LOCK_DIR
 from tests.conftest import LOCAL_CPU, REPO, tiny_experiment_text
 from tests.search._sessions import kill_session, session_processes
 

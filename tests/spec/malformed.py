@@ -317,9 +317,9 @@ def run_case(case: FuzzCase, folder: Path) -> CaseResult:
     """Write the case under ``folder`` and run ``dse validate`` on it (and ``load_experiment``)."""
     from typer.testing import CliRunner
 
-    from dse.api import load_experiment
+    from dse.app.api import load_experiment
     from dse.cli import app
-    from dse.exceptions import DseError
+    from dse.core.exceptions import DseError
 
     prepare_folder(folder)
     path = folder / KIND_DIRS[case.kind] / case.name

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, Field, ValidationError
 
-from dse.exceptions import SpecError
+from dse.core.exceptions import SpecError
 from dse.spec.loading import read_yaml
 from tests.conftest import REPO
 from tests.spec.hostile import hostile_cases, laughs, make_socket, run_validate
@@ -207,7 +207,7 @@ def test_a_folder_this_user_cannot_write_to_is_a_problem(tmp_path: Path,
 
 @pytest.mark.parametrize("field", ["runs_dir", "dashboards_dir", "cache_dir"])
 def test_load_experiment_names_the_folder_field(tiny_campaign: Path, field: str) -> None:
-    from dse.api import load_experiment
+    from dse.app.api import load_experiment
 
     blocker = tiny_campaign.parent / "blocker"
     blocker.write_text("x")

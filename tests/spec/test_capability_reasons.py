@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from dse.backends.capabilities import supports
-from dse.exceptions import SpecError
+from dse.core.exceptions import SpecError
 from tests.conftest import REPO, TINY_SPACE
 
 
@@ -77,7 +77,7 @@ def test_every_shipped_combination_is_offered_or_announced(name: str) -> None:
     """For each shipped experiment and device: the space's backend x precision combinations are
     exactly those the search is offered plus those a notice names."""
     from dse import load_experiment
-    from dse.campaign_checks import dropped_combinations
+    from dse.app.campaign_checks import dropped_combinations
     from dse.search.space import device_options
 
     experiment = load_experiment(REPO / "experiments" / f"{name}.yaml")
@@ -96,7 +96,7 @@ def test_every_shipped_combination_is_offered_or_announced(name: str) -> None:
 
 def test_quickstart_says_what_it_drops() -> None:
     from dse import load_experiment
-    from dse.campaign_checks import dropped_combinations
+    from dse.app.campaign_checks import dropped_combinations
 
     notices = dropped_combinations(load_experiment(REPO / "experiments" / "quickstart.yaml"))
     assert [notice.split(" dropped: ")[0] for notice in notices] == [
@@ -106,7 +106,7 @@ def test_quickstart_says_what_it_drops() -> None:
 def test_an_evaluated_device_is_not_narrowed_by_the_capability_table(tmp_path: Path) -> None:
     """A custom evaluator measures the candidates: only the profile's lists apply."""
     from dse import load_experiment
-    from dse.campaign_checks import capability_problems, dropped_combinations
+    from dse.app.campaign_checks import capability_problems, dropped_combinations
 
     experiment = _campaign(tmp_path, "[fp32, fp16]")
     loaded = load_experiment(experiment)

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from dse.backends import BACKENDS
 from dse.cli import app
-from dse.exceptions import BuildError
-from dse.metrics import METRICS, value_range
+from dse.core.exceptions import BuildError
+from dse.core.metrics import METRICS, value_range
 from tests.conftest import TINY_SPACE
 
 runner = CliRunner()

@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from dse import load_experiment
-from dse.campaign_checks import device_problems
+from dse.app.campaign_checks import device_problems
 from dse.cli import app
-from dse.exceptions import SpecError
+from dse.core.exceptions import SpecError
 
 runner = CliRunner()
 
@@ -103,10 +103,10 @@ def test_the_worker_refuses_them_before_training(tmp_path: Path, arch: dict[str,
     study): refused by the worker's first checks, so nothing is trained or built."""
     import yaml
 
-    from dse.candidate import Candidate
-    from dse.exceptions import BuildError
-    from dse.farm.prepare import prepare_candidate
+    from dse.core.candidate import Candidate
+    from dse.core.exceptions import BuildError
     from dse.spec import HardwareProfile, TrainingSpec
+    from dse.trial.prepare import prepare_candidate
 
     profile = HardwareProfile.model_validate(yaml.safe_load(CPU))
     candidate = Candidate("transformer", arch, "fp32", 4, "torch", knobs, device_profile="local-cpu")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dse.api import validate_files
+from dse.app.api import validate_files
 from dse.spec import MeasureSpec
 from dse.spec.duel_models import DuelSpec
 from tests.conftest import tiny_experiment_text

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from dse.metrics import METRICS
+from dse.core.metrics import METRICS
 from dse.spec import ExperimentSpec, HardwareProfile, SearchSpace
 from dse.spec.errors import _unwrap, describe_validation_error
 from dse.spec.near_names import SHORT_LIST, allowed_hint

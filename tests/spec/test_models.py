@@ -8,7 +8,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from dse.metrics import Direction, MetricSpec, declare
+from dse.core.metrics import Direction, MetricSpec, declare
 from dse.spec import KINDS, ConstraintSpec, RangeParam, SearchSpace
 from dse.spec.errors import _unwrap
 from dse.spec.models import MetricDeclaration
@@ -80,7 +80,7 @@ def test_range_must_be_ordered() -> None:
 
 
 def test_cache_dir_defaults_to_the_run_folder_and_can_be_shared(tiny_campaign: Path) -> None:
-    from dse.api import load_experiment
+    from dse.app.api import load_experiment
     from tests.conftest import tiny_experiment_text
 
     experiment = load_experiment(tiny_campaign)

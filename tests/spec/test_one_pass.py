@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dse.exceptions import SpecError
+from dse.core.exceptions import SpecError
 from dse.spec.errors import MAX_PROBLEMS
 from tests.conftest import REPO, TINY_SPACE
 

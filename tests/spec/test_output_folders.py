@@ -20,7 +20,7 @@ def _spec(extra: str = "") -> ExperimentSpec:
 
 def test_a_loaded_campaign_in_experiments_writes_its_dashboard_to_the_top_level_folder(
         tiny_campaign: Path) -> None:
-    from dse.api import load_experiment
+    from dse.app.api import load_experiment
 
     experiment = load_experiment(tiny_campaign)
     project = tiny_campaign.parents[1]
@@ -29,7 +29,7 @@ def test_a_loaded_campaign_in_experiments_writes_its_dashboard_to_the_top_level_
 
 
 def test_a_campaigns_own_dashboards_dir_wins_relative_to_its_file(tiny_campaign: Path) -> None:
-    from dse.api import load_experiment
+    from dse.app.api import load_experiment
 
     with tiny_campaign.open("a") as spec:
         spec.write("dashboards_dir: pages\n")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dse.parts.samplers import SAMPLERS, sampler_names
+from dse.plugins.samplers import SAMPLERS, sampler_names
 from dse.spec.cross_checks import SAMPLER_OPTIONS
 from tests.conftest import REPO
 

@@ -112,7 +112,7 @@ def test_schema_writes_one_file_per_kind(tmp_path: Path) -> None:
 
 def test_a_percentile_objective_sets_the_floor_and_max_iters_must_allow_it(
         tiny_campaign: Path) -> None:
-    from dse.api import load_experiment
+    from dse.app.api import load_experiment
 
     text = tiny_campaign.read_text().replace("max_seconds: 0.5,", "max_seconds: 0.5, max_iters: 300,")
     assert "max_iters: 300" in text

@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dse.api import load_experiment, run_campaign, write_report
-from dse.exceptions import DseError
+from dse.app.api import load_experiment, run_campaign, write_report
+from dse.core.exceptions import DseError
 from dse.results import load_campaign
 from dse.search.lease import Lease
 from dse.storage import JOURNAL_FILE, LEASE_FILE, POINTER_FILE, STUDY_FILE, CampaignStorage

@@ -31,8 +31,8 @@ import math
 from collections.abc import Sequence
 from itertools import pairwise
 
-from dse.counters import counter_step
 from dse.measure.telemetry.base import ProbeResult, Trace, Window
+from dse.util.counters import counter_step
 
 
 class TelemetryGapError(ValueError):

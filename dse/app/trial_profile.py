@@ -1,0 +1,168 @@
+"""``dse profile``: one trial of a campaign, profiled on a device of its profile through the farm.
+
+The trial's exact configuration (its ``Candidate``, stored on the trial) is rebuilt from the
+caches on a device worker, as for a measurement (node lock held), profiled
+(:mod:`dse.profiling.session`) and written as a profile folder in the campaign's run folder, with
+a dashboard page beside the campaign's dashboards and the index refreshed. The campaign's study is
+only read.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dse.core.candidate import Candidate
+from dse.core.exceptions import DeviceError, DseError
+from dse.core.trial_record import TrialAttr
+from dse.results.trial_lookup import device_study, farm_device, measured_trial
+from dse.spec import Experiment
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from dse.profiling.session import ProfileSettings
+    from dse.profiling.summary import ProfileSummary
+    from dse.spec import HardwareProfile
+
+# Building a candidate from cold caches (training, conversion) plus the windows: the trial's own
+# timeout, and this much more for the profilers.
+_PROFILER_SECONDS = 600.0
+
+
+@dataclass(frozen=True)
+class TrialProfile:
+    """A profile made by :func:`profile`.
+
+    Examples:
+        >>> import dataclasses
+        >>> from dse import TrialProfile
+        >>> [field.name for field in dataclasses.fields(TrialProfile)]
+        ['folder', 'page', 'summary', 'ops']
+
+    Attributes:
+        folder: the profile folder (``summary.json``, ``ops.csv``, ``ops.parquet``, the trace and
+            the profilers' raw files).
+        page: its dashboard page.
+        summary: what ``summary.json`` holds.
+        ops: the per-operator table, the longest first.
+    """
+
+    folder: Path
+    page: Path
+    summary: ProfileSummary
+    ops: pd.DataFrame
+
+
+def profile(experiment: Experiment | str | os.PathLike[str], trial: int, *,
+            device: str | None = None, address: str | None = None,
+            settings: ProfileSettings | None = None) -> TrialProfile:
+    """Profile one measured trial of a campaign on a device of its profile: the backend's own
+    per-operator profiler, the roofline verdict per operator, Linux ``perf`` counters and call
+    stacks, and Nsight on NVIDIA devices where installed.
+
+    The trial's exact configuration is rebuilt from the campaign's caches on a device of the
+    profile (through the farm: an embedded local Ray without ``address``), with the node lock
+    held as for a measurement. The campaign's study is only read.
+
+    Args:
+        experiment: A loaded experiment, or the path of its YAML file.
+        trial: The trial's number in ``device``'s study (the dashboard's trial column).
+        device: The device profile's name; may be left out when the campaign has one device.
+        address: The farm's Ray address; else the experiment's ``farm.address``, else an
+            embedded local Ray.
+        settings: Window lengths and which system profilers run
+            (:class:`dse.profiling.session.ProfileSettings`); the defaults take a few seconds.
+
+    Returns:
+        The :class:`TrialProfile`: the profile folder
+        (``<run folder>/profiles/<device>/trial-NNNNN/``), its dashboard page, summary and
+        per-operator table.
+
+    Raises:
+        DseError: One line when the campaign, device or trial cannot be profiled (no study yet,
+            no such trial, a trial that failed or was infeasible, a replay device, an
+            evaluator's campaign) or the device could not build or run the candidate.
+        SpecError: When ``experiment`` is a path to an invalid experiment.
+
+    Examples:
+        A campaign measured by an evaluator has no runtime to profile:
+
+        >>> from dse import profile
+        >>> from dse.core.exceptions import DseError
+        >>> try:
+        ...     profile("experiments/custom-evaluator.yaml", trial=0)
+        ... except DseError as exc:
+        ...     print(exc)
+        experiments/custom-evaluator.yaml: this campaign is measured by an evaluator, ...
+
+        After ``dse run experiments/quickstart.yaml``, on this machine's CPU (a few seconds):
+
+        >>> found = profile("experiments/quickstart.yaml", trial=3)  # doctest: +SKIP
+        >>> found.ops[["name", "op_type", "ms_per_run", "verdict"]].head(3)  # doctest: +SKIP
+    """
+    from dse.app.api import load_experiment
+    from dse.profiling.folder import profile_folder, write_profile
+    from dse.profiling.session import DeviceProfile, ProfileSettings
+    from dse.storage.write_failure import REPORT_ADVICE, refused_writes_as_errors
+
+    if not isinstance(experiment, Experiment):
+        experiment = load_experiment(experiment)
+
+    chosen = farm_device(experiment, device, "profile")
+    frozen = measured_trial(experiment, device_study(experiment, chosen), chosen, trial,
+                            "profile")
+    try:
+        candidate = Candidate.from_dict(dict(frozen.user_attrs[TrialAttr.CANDIDATE]))
+    except TypeError as exc:  # recorded by a dse whose candidates had other fields
+        raise DseError(f"{experiment.path}: trial {trial} on {chosen.name}: its recorded "
+                       f"candidate does not fit this dse ({exc})") from None
+    metrics: dict[str, Any] = dict(frozen.user_attrs.get(TrialAttr.METRICS) or {})
+    p50 = metrics.get("latency_p50_ms")
+    trial_p50 = float(p50) if isinstance(p50, int | float) and math.isfinite(p50) else None
+    found = _on_device(experiment, chosen, candidate, settings or ProfileSettings(), address)
+    if not isinstance(found, DeviceProfile):
+        raise DeviceError(f"{experiment.path}: trial {trial} on {chosen.name}: {found}")
+    folder = profile_folder(experiment.run_dir, chosen.name, trial)
+    with refused_writes_as_errors(experiment.run_dir, REPORT_ADVICE):
+        summary, table = write_profile(folder, found, campaign=experiment.name,
+                                       device=chosen.name,
+                                       device_id=str(
+                                           frozen.user_attrs.get(TrialAttr.DEVICE_ID, "")),
+                                       trial=trial, candidate=candidate, trial_p50_ms=trial_p50)
+    page = _page(experiment, folder, summary)
+    return TrialProfile(folder, page, summary, table)
+
+
+def _on_device(experiment: Experiment, device: HardwareProfile, candidate: Candidate,
+               settings: ProfileSettings, address: str | None) -> Any:
+    from dse.farm.single_call import call_device
+
+    return call_device(device, experiment.cache_dir, address or experiment.spec.farm.address,
+                       "profile_candidate", (candidate, experiment.space.training, settings),
+                       experiment.spec.budget.trial_timeout_s + _PROFILER_SECONDS)
+
+
+def _page(experiment: Experiment, folder: Path, summary: ProfileSummary) -> Path:
+    """The profile's page; the index, and the campaign's dashboard where it has one (its trial's
+    row then links the page), written again."""
+    from dse.core.metrics import declare
+    from dse.report.dashboard import write_dashboard
+    from dse.report.index import write_index
+    from dse.report.profile_page import profile_page_name, write_profile_page
+    from dse.storage.write_failure import REPORT_ADVICE, refused_writes_as_errors
+
+    dashboards = experiment.dashboard_path.parent
+    with refused_writes_as_errors(dashboards, REPORT_ADVICE):
+        dashboards.mkdir(parents=True, exist_ok=True)
+        page = write_profile_page(folder, dashboards / profile_page_name(
+            summary.campaign, summary.device, summary.trial))
+        if experiment.dashboard_path.exists():
+            declare(experiment.space.metric_specs())
+            write_dashboard(experiment.run_dir, experiment.dashboard_path, title=experiment.name,
+                            storage=experiment.storage, experiment=experiment.path)
+        write_index(dashboards)
+    return page

@@ -1,3 +1,0 @@
-"""The registries of dse's pluggable parts (:mod:`dse.parts.registry`) and what each kind of part
-declares (:mod:`dse.parts.backends`). The bottom layer: imports nothing of dse but its exceptions;
-the parts register themselves from their own modules."""

@@ -309,7 +309,7 @@ def interference_part(seed: int = 0, windows: int = WINDOWS,
 
     from dse.artifacts.onnx_export import export_onnx
     from dse.measure import measure_latency
-    from dse.measure.measurement_quality import disturbed
+    from dse.measure.quality_labels import disturbed
     from dse.measure.telemetry import make_probe
     from dse.measure.telemetry.base import Window
     from dse.models import get_family

@@ -95,7 +95,7 @@ def _calls(folder: Path, sizes: list[str], batches: tuple[int, ...]
 def _measure(call: Callable[[], Any], spec: Any) -> dict[str, Any]:
     """One configuration under the campaign's policy: runs until ``next_run`` says it stands."""
     from dse.measure import measure_latency
-    from dse.measure.measurement_quality import measurement_quality
+    from dse.measure.quality_labels import measurement_quality
     from dse.measure.remeasure import next_run
 
     precision = spec.required_precision()

@@ -15,7 +15,7 @@ def watched_latency(fn: Callable[[], object], max_seconds: float | None = None
     (other processes or steal beyond the default interference policy). ``max_seconds``: a
     shorter cap than the default's, for a benchmark's quick mode."""
     from dse.measure import measure_latency
-    from dse.measure.measurement_quality import disturbed
+    from dse.measure.quality_labels import disturbed
     from dse.measure.telemetry import make_probe
     from dse.measure.telemetry.base import Window
     from dse.spec import InterferenceSpec, MeasureSpec

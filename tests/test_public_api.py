@@ -18,10 +18,10 @@ REPO = Path(__file__).resolve().parents[1]
 # Data, not code: nothing of their own to document (METRICS's entries are MetricSpec's example).
 DATA = frozenset({"__version__", "METRICS"})
 
-# The modules dse's lazy loader takes the names from (dse._API), and the ones that define them
+# The modules dse's lazy loader takes the names from (dse._NAMES), and the ones that define them
 # where those differ: the examples live in the docstrings of the defining module. Written out so
 # that collecting the tests imports nothing heavy; test_defining_modules_are_listed keeps it true.
-MODULES = sorted(set(dse._API.values()) | {
+MODULES = sorted(set(dse._NAMES.values()) | {
     "dse.search.evaluators.calls",  # InfeasibleCandidate, re-exported by dse.search.evaluators.dispatchers
     "dse.search.evaluators.replay",  # ReplayEvaluator, re-exported by dse.search.evaluators.dispatchers
     "dse.storage.campaign",  # CampaignStorage, re-exported by dse.storage

@@ -3,23 +3,33 @@
 Importing this package imports no torch or scikit-learn; they load when a function needs them.
 """
 
-from dse.accuracy.agreement import fidelity_metrics, predict_batches, reference_logits
+from dse.accuracy.agreement import fidelity_metrics, non_finite, predict_batches, reference_logits
 from dse.accuracy.cache import TrainedModel, initial_module, train_or_load, training_key
+from dse.accuracy.datasets import load_split, synthetic_inputs
 from dse.accuracy.digits import DigitsSplit, load_digits_split
 from dse.accuracy.proxies import PROXIES, proxy_scores
+from dse.accuracy.sequences import DEFAULT_NUM_CLASSES, FEATURES
 from dse.accuracy.training import accuracy, torch_threads, train
+from dse.accuracy.user_evaluator import DeployedModel, run_user_evaluator
 
 __all__ = [
+    "DEFAULT_NUM_CLASSES",
+    "FEATURES",
     "PROXIES",
+    "DeployedModel",
     "DigitsSplit",
     "TrainedModel",
     "accuracy",
     "fidelity_metrics",
     "initial_module",
     "load_digits_split",
+    "load_split",
+    "non_finite",
     "predict_batches",
     "proxy_scores",
     "reference_logits",
+    "run_user_evaluator",
+    "synthetic_inputs",
     "torch_threads",
     "train",
     "train_or_load",

@@ -15,14 +15,14 @@ import numpy as np
 
 from dse.accuracy.datasets import load_split
 from dse.accuracy.training import accuracy, torch_threads, train
-from dse.core.candidate import stable_hash
+from dse.core import stable_hash
 from dse.models import get_family
-from dse.util.atomic import atomic_write
+from dse.util import atomic_write
 
 if TYPE_CHECKING:
     import torch
 
-    from dse.models.sources import ModelSource
+    from dse.models import ModelSource
     from dse.spec import TrainingSpec
 
 logger = logging.getLogger(__name__)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from dse.accuracy.digits import DigitsSplit, load_digits_split
-from dse.models.transformer import NUM_CLASSES as SEQUENCE_CLASSES
-from dse.plugins.datasets import DATASETS, DatasetDeclaration, register_dataset
-from dse.plugins.datasets import dataset_problem as dataset_problem
+from dse.models import NUM_CLASSES as SEQUENCE_CLASSES
+from dse.plugins import DATASETS, DatasetDeclaration, register_dataset
+from dse.plugins import dataset_problem as dataset_problem
 
 DIGITS_SHAPE = (1, 8, 8)
 # Enough rows for fidelity and int8 calibration, few enough to run in a moment on any backend.

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dse.plugins.proxies import PROXIES as PROXIES
-from dse.plugins.proxies import ProxyDeclaration, register_proxy
+from dse.plugins import PROXIES as PROXIES
+from dse.plugins import ProxyDeclaration, register_proxy
 
 if TYPE_CHECKING:
     import torch

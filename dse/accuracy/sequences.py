@@ -37,7 +37,7 @@ import numbers
 import numpy as np
 
 from dse.accuracy.digits import DigitsSplit
-from dse.models.transformer import FEATURES, NUM_CLASSES
+from dse.models import FEATURES, NUM_CLASSES
 
 __all__ = [
     "DEFAULT_NUM_CLASSES",

@@ -24,19 +24,16 @@ from dse.app.campaign_setup import (
     make_dispatcher,
     resume_notice,
 )
-from dse.core.exceptions import DseError, SpecError
-from dse.core.trial_record import StudyAttr, TrialAttr
-from dse.spec import Experiment, guess_kind, read_yaml
-from dse.spec.errors import cap_per_file
-from dse.spec.loading import check_search_space, load_profile
+from dse.core import DseError, SpecError, StudyAttr, TrialAttr
+from dse.spec import Experiment, cap_per_file, check_search_space, guess_kind, load_profile, read_yaml
 
 if TYPE_CHECKING:
     import optuna
     import pandas as pd
 
-    from dse.results.screening_summary import ScreeningSummary
-    from dse.search.loop import ProgressCallback, SearchLoop
-    from dse.spec.loading import Evaluator
+    from dse.results import ScreeningSummary
+    from dse.search import ProgressCallback, SearchLoop
+    from dse.spec import Evaluator
 
 
 def load_experiment(path: str | os.PathLike[str]) -> Experiment:
@@ -237,10 +234,9 @@ def write_report(experiment: Experiment) -> tuple[Path, Path, Path]:
         ['runs/replay/trials.parquet', 'runs/replay/pareto.csv', 'dashboards/replay.html']
         >>> shutil.rmtree(folder)
     """
-    from dse.report import write_dashboard
-    from dse.report.index import write_index
+    from dse.report import write_dashboard, write_index
     from dse.results import load_campaign, write_results
-    from dse.storage.write_failure import REPORT_ADVICE, refused_writes_as_errors
+    from dse.storage import REPORT_ADVICE, refused_writes_as_errors
 
     declare_metrics(experiment)
     with refused_writes_as_errors(experiment.run_dir, REPORT_ADVICE):
@@ -259,7 +255,7 @@ def write_report(experiment: Experiment) -> tuple[Path, Path, Path]:
 def _report_what_fits(experiment: Experiment, run_dir: Path) -> None:
     """Write the tables and page after a stopped run; a write the disk refuses is left to the
     error that stopped the run (the files are written atomically: the old ones stay whole)."""
-    from dse.storage.write_failure import describe_write_failure
+    from dse.storage import describe_write_failure
 
     try:
         write_report(experiment)
@@ -338,8 +334,8 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
         (4, ['zdt_f1', 'zdt_f2'], None)
         >>> shutil.rmtree(folder)
     """
-    from dse.search.study import open_experiment_studies, study_progress
-    from dse.storage.write_failure import RESUME_ADVICE, refused_writes_as_errors
+    from dse.search import open_experiment_studies, study_progress
+    from dse.storage import RESUME_ADVICE, refused_writes_as_errors
 
     if not isinstance(experiment, Experiment):
         experiment = load_experiment(experiment)
@@ -371,8 +367,10 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
             on_notice(notice)
         # A finished campaign starts no dispatcher: Ray would take seconds to find nothing to do.
         if not campaign_finished(progress, budget, duels_left + looks_left):
-            from dse.search.duel_round import run_duels
-            from dse.search.loop import SearchLoop  # the farm's dispatcher, scipy: not before
+            from dse.search import (
+                SearchLoop,  # the farm's dispatcher, scipy: not before
+                run_duels,
+            )
 
             if not searched:  # one candidate built here, its output judged
                 check_model_output(experiment, on_farm)
@@ -404,7 +402,7 @@ def run_campaign(experiment: Experiment | str | os.PathLike[str], *,
 def _duels_left(experiment: Experiment, studies: Mapping[str, optuna.Study],
                 farm: Collection[str]) -> int:
     """How many duels of close calls the farm devices' studies still wait for."""
-    from dse.search.duels import pending_pairs
+    from dse.search import pending_pairs
 
     objectives = [o.metric for o in experiment.space.objectives]
     return sum(len(pending_pairs(studies[name], objectives, experiment.spec.measurement.duels))
@@ -414,7 +412,7 @@ def _duels_left(experiment: Experiment, studies: Mapping[str, optuna.Study],
 def _second_looks_left(experiment: Experiment, studies: Mapping[str, optuna.Study],
                        farm: Collection[str]) -> int:
     """How many trials the farm devices' studies still owe a second look."""
-    from dse.search.second_looks import pending_second_looks
+    from dse.search import pending_second_looks
 
     objectives = [o.metric for o in experiment.space.objectives]
     spec = experiment.spec.measurement

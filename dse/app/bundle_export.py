@@ -15,16 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dse.core.candidate import Candidate
-from dse.core.exceptions import DeviceError, DseError
-from dse.core.trial_record import TrialAttr
-from dse.results.trial_lookup import device_study, farm_device, measured_trial, original_trial
+from dse.core import Candidate, DeviceError, DseError, TrialAttr
+from dse.results import device_study, farm_device, measured_trial, original_trial
 from dse.spec import Experiment
 
 if TYPE_CHECKING:
     import optuna
 
-    from dse.deploy.bundle_write import RecordedTrial
+    from dse.deploy import RecordedTrial
     from dse.spec import HardwareProfile
 
 # Rebuilding from cold caches (training, conversion): the trial's own timeout, and this more.
@@ -105,11 +103,9 @@ def export(experiment: Experiment | str | os.PathLike[str], trial: int,
         {'backend': 'onnxruntime', 'precision': 'int8', 'batch_size': 8, ...}
     """
     from dse.app.api import load_experiment
-    from dse.deploy.bundle_write import check_target, write_bundle
-    from dse.deploy.exported import ExportedModel
-    from dse.deploy.manifest import bundle_files
-    from dse.farm.single_call import call_device
-    from dse.storage.write_failure import refused_writes_as_errors
+    from dse.deploy import ExportedModel, bundle_files, check_target, write_bundle
+    from dse.farm import call_device
+    from dse.storage import refused_writes_as_errors
 
     if not isinstance(experiment, Experiment):
         experiment = load_experiment(experiment)
@@ -134,7 +130,7 @@ def export(experiment: Experiment | str | os.PathLike[str], trial: int,
                               force=force)
     import yaml
 
-    from dse.deploy.layout import DEPLOYMENT
+    from dse.deploy import DEPLOYMENT
 
     deployment = yaml.safe_load((folder / DEPLOYMENT).read_text())
     return ExportedBundle(folder, deployment, bundle_files(folder))
@@ -144,7 +140,7 @@ def _recorded(experiment: Experiment, device: HardwareProfile, study: optuna.Stu
               frozen: optuna.trial.FrozenTrial) -> RecordedTrial:
     """What the study and run folder hold about the trial (a reused result's from the trial
     that measured it)."""
-    from dse.deploy.bundle_write import RecordedTrial
+    from dse.deploy import RecordedTrial
 
     source = original_trial(study, frozen)
     attrs = frozen.user_attrs
@@ -168,7 +164,7 @@ def _recorded(experiment: Experiment, device: HardwareProfile, study: optuna.Stu
 
 def _latency_samples(run_dir: Path, trial: optuna.trial.FrozenTrial) -> tuple[np.ndarray | None,
                                                                               str]:
-    from dse.report.distributions import LATENCY_KEY
+    from dse.report import LATENCY_KEY
 
     name = trial.user_attrs.get(TrialAttr.SAMPLES_FILE)
     if not name:

@@ -15,29 +15,25 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dse.core.candidate import Candidate
-from dse.core.exceptions import DseError, SpecError
-from dse.deploy.compare import (
+from dse.core import Candidate, DseError, SpecError
+from dse.deploy import (
     DEFAULT_ACCURACY_TOLERANCE,
+    DEFAULT_CONFIRM_GAP_S,
+    DEFAULT_CONFIRM_RUNS,
     DEFAULT_TOLERANCE,
     Comparison,
     MetricCheck,
-    latency_checks,
-    score_checks,
-)
-from dse.deploy.confirm import (
-    DEFAULT_CONFIRM_GAP_S,
-    DEFAULT_CONFIRM_RUNS,
     Run,
     decided,
     is_disturbed,
+    latency_checks,
+    score_checks,
     settled,
     summary,
 )
 
 if TYPE_CHECKING:
-    from dse.deploy.bundle_read import Bundle
-    from dse.deploy.exported import VerifiedModel, VerifyRequest
+    from dse.deploy import Bundle, VerifiedModel, VerifyRequest
     from dse.spec import HardwareProfile, MeasureSpec
 
 # Deploying (a TensorRT engine build, TVM's compile) and measuring by the bundle's protocol.
@@ -174,8 +170,7 @@ def verify(bundle: str | os.PathLike[str], *, profile: str | os.PathLike[str] | 
         >>> found.verdict, [(c.metric, c.verdict) for c in found.checks]  # doctest: +SKIP
         ('pass', [('latency_p50_ms', 'pass'), ('latency_p99_ms', 'pass'), ('accuracy', 'pass')])
     """
-    from dse.deploy.bundle_read import read_bundle
-    from dse.deploy.exported import VerifyRequest
+    from dse.deploy import VerifyRequest, read_bundle
     from dse.spec import MeasureSpec
 
     for name, value in (("confirm_runs", confirm_runs), ("confirm_gap_s", confirm_gap_s)):
@@ -221,8 +216,8 @@ def _measured(device: HardwareProfile, cache: Path, address: str | None,
               request: VerifyRequest, measure: MeasureSpec) -> VerifiedModel | str:
     """One run: the bundle deployed and measured by a worker started for it (a fresh process),
     or why not, in one line."""
-    from dse.deploy.exported import VerifiedModel
-    from dse.farm.single_call import call_device
+    from dse.deploy import VerifiedModel
+    from dse.farm import call_device
 
     result = call_device(device, cache, address, "verify_bundle", (request, measure),
                          _VERIFY_SECONDS)
@@ -232,8 +227,8 @@ def _measured(device: HardwareProfile, cache: Path, address: str | None,
 
 
 def _profile(found: Bundle, path: str | os.PathLike[str] | None) -> HardwareProfile:
-    from dse.deploy.layout import DEVICE_PROFILE
-    from dse.spec.loading import load_profile
+    from dse.deploy import DEVICE_PROFILE
+    from dse.spec import load_profile
 
     target = Path(path) if path is not None else found.folder / DEVICE_PROFILE
     if path is not None and not target.is_file():
@@ -247,8 +242,8 @@ def _profile(found: Bundle, path: str | os.PathLike[str] | None) -> HardwareProf
 def _check_device(found: Bundle, device: HardwareProfile, candidate: Candidate) -> None:
     """A profile that cannot run the bundle's configuration: one line, before Ray, by the rules a
     trial's worker applies (:func:`dse.trial.prepare.check_deployable`)."""
-    from dse.core.exceptions import BuildError
-    from dse.trial.prepare import check_deployable
+    from dse.core import BuildError
+    from dse.trial import check_deployable
 
     if device.kind == "replay":
         raise DseError(f"{found.folder}: profile {device.name!r} replays a recorded table: it "
@@ -335,7 +330,7 @@ def _run_notes(runs: list[Run], results: list[VerifiedModel]) -> list[str]:
 
 
 def _notes(found: Bundle, changes: dict[str, list[str]], provenance: dict[str, str]) -> list[str]:
-    from dse.plugins.backends import declaration
+    from dse.plugins import declaration
 
     backend = str(found.deployment["deployment"]["backend"])
     notes = []
@@ -354,7 +349,7 @@ def _notes(found: Bundle, changes: dict[str, list[str]], provenance: dict[str, s
 
 
 def _default_cache() -> Path:
-    from dse.util.user_cache import user_cache_root
+    from dse.util import user_cache_root
 
     return user_cache_root() / "verify"
 
@@ -363,9 +358,9 @@ def _written(found: VerifyReport, report: str | os.PathLike[str] | None,
              device: HardwareProfile) -> VerifyReport:
     from dataclasses import replace
 
-    from dse.deploy.manifest import REPORTS_DIR
-    from dse.storage.write_failure import refused_writes_as_errors
-    from dse.util.atomic import atomic_write_text
+    from dse.deploy import REPORTS_DIR
+    from dse.storage import refused_writes_as_errors
+    from dse.util import atomic_write_text
 
     if report is None:
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")

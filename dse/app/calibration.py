@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dse.core.exceptions import DeviceError
+from dse.core import DeviceError
 from dse.spec import Experiment
 
 if TYPE_CHECKING:
-    from dse.measure.run_to_run import RunToRun
+    from dse.measure import RunToRun
 
 # Ten runs 10 s apart: about three minutes per device, so what drifts over minutes is in it.
 DEFAULT_RUNS = 10
@@ -47,7 +47,7 @@ class DeviceCalibration:
 
 
 def _result(raw: dict[str, Any]) -> DeviceCalibration:
-    from dse.measure.run_to_run import RunToRun
+    from dse.measure import RunToRun
 
     found = raw.get("calibration")
     return DeviceCalibration(
@@ -99,8 +99,7 @@ def calibrate(experiment: Experiment | str | os.PathLike[str], *, runs: int = DE
         [('local-cpu', True)]
     """
     from dse.app.api import load_experiment
-    from dse.farm.cluster import connect, start_embedded
-    from dse.farm.dispatcher import Dispatcher
+    from dse.farm import Dispatcher, connect, start_embedded
 
     if not isinstance(experiment, Experiment):
         experiment = load_experiment(experiment)

@@ -6,21 +6,18 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dse.core.exceptions import SpecError
-from dse.spec import Experiment, SearchSpace
-from dse.spec.errors import cap_per_file
-from dse.spec.models import ParamSpec, checked_values
-from dse.spec.near_names import allowed_hint
+from dse.core import SpecError
+from dse.spec import Experiment, ParamSpec, SearchSpace, allowed_hint, cap_per_file, checked_values
 
 if TYPE_CHECKING:
-    from dse.backends.base import Backend
+    from dse.backends import Backend
     from dse.spec import HardwareProfile
 
 
 def space_problems(path: Path, space: SearchSpace) -> list[str]:
     """Checks that need the registries: the model source, arch parameters, backend knob names."""
     from dse.backends import get_backend
-    from dse.models.checks import model_problems
+    from dse.models import model_problems
 
     backends = {} if space.deployment is None else space.deployment.backends
     problems = [] if space.model is None else model_problems(
@@ -45,7 +42,7 @@ def model_output_problems(path: Path, space: SearchSpace, *, recheck: bool = Fal
     what dse scores (``dse.models.output_check``); for ``dse validate``, once the space has no
     other problem. Built-in families are not checked. A pass of unchanged sources is reused
     unless ``recheck``."""
-    from dse.models.output_check import space_output_problems
+    from dse.models import space_output_problems
 
     return space_output_problems(path, space, recheck=recheck)
 
@@ -53,7 +50,7 @@ def model_output_problems(path: Path, space: SearchSpace, *, recheck: bool = Fal
 def experiment_output_problems(experiment: Experiment, *, recheck: bool = False) -> list[str]:
     """:func:`model_output_problems` of the experiment's space, when a device of it builds models
     (not when an evaluator or replay tables measure every device)."""
-    from dse.models.output_check import CHECK_SECONDS, space_output_problems
+    from dse.models import CHECK_SECONDS, space_output_problems
 
     if experiment.evaluator is not None or all(p.kind == "replay" for p in experiment.devices):
         return []
@@ -65,7 +62,7 @@ def experiment_output_problems(experiment: Experiment, *, recheck: bool = False)
 
 def knob_value_problems(backend: Backend, knob: str, values: ParamSpec) -> list[str]:
     """What ``compile`` would say of each value a knob may take (a range: its two ends)."""
-    from dse.core.exceptions import BuildError
+    from dse.core import BuildError
 
     problems = []
     for value in dict.fromkeys(checked_values(values)):  # each value once, in order
@@ -99,7 +96,7 @@ def device_problems(experiment: Experiment) -> list[str]:
 def _kind_problems(space: SearchSpace, profile: HardwareProfile) -> list[tuple[str, str]]:
     """(field, reason) for each arch or knob value of ``space`` that ``profile``'s kind refuses."""
     from dse.backends import get_backend
-    from dse.core.exceptions import BuildError
+    from dse.core import BuildError
     from dse.models import get_family
 
     found: list[tuple[str, str]] = []
@@ -131,7 +128,7 @@ def replay_table_problems(experiment: Experiment) -> list[str]:
     if not tables:
         return []
     # From its own module: dse.search.evaluators.dispatchers brings the farm's dispatcher and scipy along.
-    from dse.search.evaluators.replay import ReplayEvaluator
+    from dse.search import ReplayEvaluator
 
     problems = []
     for table in tables:
@@ -149,8 +146,8 @@ def check_experiment(path: Path) -> tuple[Experiment | None, list[str]]:
     capabilities, the sampler and baseline against the space. Returns the experiment when every
     file loaded (even where those later checks found problems), and the problems, at most
     ``MAX_PROBLEMS`` a file."""
-    from dse.search.experiment_checks import search_problems
-    from dse.spec.loading import read_experiment_files
+    from dse.search import search_problems
+    from dse.spec import read_experiment_files
 
     found = read_experiment_files(path, space_checks=space_problems)
     problems = list(found.problems)
@@ -179,7 +176,7 @@ def capability_problems(experiment: Experiment,
     device, naming each combination and why it does not run there (the profile's lists, the
     capability table's reason). A device that shares no backend with the space is left to the
     line that already says so (``spec.cross_checks``)."""
-    from dse.search.space import device_combinations
+    from dse.search import device_combinations
 
     deployment = experiment.space.deployment
     if deployment is None:
@@ -209,7 +206,7 @@ def dropped_combinations(experiment: Experiment,
 
     ``evaluated``: the profiles an evaluator or replay table measures (as ``run_campaign`` tells
     its search); by default those :func:`capability_problems` assumes."""
-    from dse.search.space import device_combinations
+    from dse.search import device_combinations
 
     measured_here = _evaluated(experiment, evaluated)
     notices: list[str] = []

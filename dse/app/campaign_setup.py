@@ -8,20 +8,17 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from dse.core.exceptions import SpecError
+from dse.core import SpecError
 from dse.spec import Experiment
 
 if TYPE_CHECKING:
-    from dse.search.lease import Lease
-    from dse.search.loop import JobDispatcher
-    from dse.search.study import StudyProgress
-    from dse.spec import HardwareProfile
-    from dse.spec.loading import Evaluator
+    from dse.search import JobDispatcher, Lease, StudyProgress
+    from dse.spec import Evaluator, HardwareProfile
 
 
 def declare_metrics(experiment: Experiment) -> None:
     """Make the space's declared metrics known to the metric lookups (see dse.core.metrics.declare)."""
-    from dse.core.metrics import declare
+    from dse.core import declare
 
     try:
         declare(experiment.space.metric_specs())
@@ -47,7 +44,7 @@ def check_model_output(experiment: Experiment, on_farm: list[HardwareProfile]) -
     """Before the farm works on a factory's or ONNX file's candidates: one built here, one
     forward, its output judged (``dse.models.output_check``); SpecError, one line a problem, when
     every candidate would fail alike. Nothing to check without devices on the farm."""
-    from dse.models.output_check import CHECK_SECONDS, space_output_problems
+    from dse.models import CHECK_SECONDS, space_output_problems
 
     if not on_farm:
         return
@@ -62,12 +59,7 @@ def make_dispatcher(experiment: Experiment, evaluator: Evaluator | None,
                     on_farm: list[HardwareProfile], address: str | None) -> JobDispatcher:
     """In-process evaluators for replay devices (their tables) and, with an evaluator, for every
     other device; the farm for the devices left, on Ray, started only when some are left."""
-    from dse.search.evaluators.dispatchers import (
-        EvaluatorDispatcher,
-        MixedDispatcher,
-        ReplayEvaluator,
-        known_metrics,
-    )
+    from dse.search import EvaluatorDispatcher, MixedDispatcher, ReplayEvaluator, known_metrics
 
     local: dict[str, Evaluator] = {}
     for profile in experiment.devices:
@@ -79,8 +71,7 @@ def make_dispatcher(experiment: Experiment, evaluator: Evaluator | None,
     if not on_farm:
         return evaluators
 
-    from dse.farm.cluster import connect, start_embedded
-    from dse.farm.dispatcher import Dispatcher
+    from dse.farm import Dispatcher, connect, start_embedded
 
     address = address or experiment.spec.farm.address
     if address:
@@ -98,8 +89,8 @@ def campaign_lease(experiment: Experiment,
                    on_notice: Callable[[str], object] | None) -> Iterator[Lease]:
     """Hold the campaign's lease (one driver per campaign) while the block runs; a lease taken
     over from a dead driver is said once, through ``on_notice`` and the ``dse`` logger."""
-    from dse.search.lease import Lease
-    from dse.storage.write_failure import RESUME_ADVICE, refused_writes_as_errors
+    from dse.search import Lease
+    from dse.storage import RESUME_ADVICE, refused_writes_as_errors
 
     storage = experiment.storage
     with refused_writes_as_errors(experiment.run_dir, RESUME_ADVICE):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from dse.core.exceptions import DseError
+from dse.core import DseError
 
 KINDS: tuple[str, ...] = ("metrics", "backends", "probes", "samplers")
 
@@ -71,7 +71,7 @@ def markdown_table(kind: str) -> str:
 
 def _known(kind: str) -> str:
     if kind not in _ROWS:
-        from dse.spec.near_names import allowed_hint
+        from dse.spec import allowed_hint
 
         raise DseError(f"unknown kind {kind!r}; {allowed_hint(kind, KINDS)}")
     return kind
@@ -96,14 +96,14 @@ def _code_list(names: Iterable[str]) -> str:
 
 
 def _metric_rows() -> list[dict[str, str]]:
-    from dse.core.metrics import METRICS
+    from dse.core import METRICS
 
     return [{"metric": spec.name, "unit": spec.unit, "direction": spec.direction.value,
              "description": spec.description} for spec in METRICS.values()]
 
 
 def _backend_rows() -> list[dict[str, str]]:
-    from dse.plugins.backends import BACKEND_DECLARATIONS, DEVICE_KINDS, PRECISIONS
+    from dse.plugins import BACKEND_DECLARATIONS, DEVICE_KINDS, PRECISIONS
 
     rows = []
     for name in BACKEND_DECLARATIONS.names():
@@ -121,7 +121,7 @@ def _backend_rows() -> list[dict[str, str]]:
 
 
 def _probe_rows() -> list[dict[str, str]]:
-    from dse.plugins.probes import PROBES
+    from dse.plugins import PROBES
 
     rows = []
     for name in PROBES.names():
@@ -135,7 +135,7 @@ def _probe_rows() -> list[dict[str, str]]:
 
 
 def _sampler_rows() -> list[dict[str, str]]:
-    from dse.plugins.samplers import SAMPLERS
+    from dse.plugins import SAMPLERS
 
     return [{"sampler": name, "options": _code_list(SAMPLERS[name].options),
              "ranges need a step": "yes" if SAMPLERS[name].needs_steps else "no",

@@ -15,17 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dse.core.candidate import Candidate
-from dse.core.exceptions import DeviceError, DseError
-from dse.core.trial_record import TrialAttr
-from dse.results.trial_lookup import device_study, farm_device, measured_trial
+from dse.core import Candidate, DeviceError, DseError, TrialAttr
+from dse.results import device_study, farm_device, measured_trial
 from dse.spec import Experiment
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dse.profiling.session import ProfileSettings
-    from dse.profiling.summary import ProfileSummary
+    from dse.profiling import ProfileSettings, ProfileSummary
     from dse.spec import HardwareProfile
 
 # Building a candidate from cold caches (training, conversion) plus the windows: the trial's own
@@ -105,9 +102,8 @@ def profile(experiment: Experiment | str | os.PathLike[str], trial: int, *,
         >>> found.ops[["name", "op_type", "ms_per_run", "verdict"]].head(3)  # doctest: +SKIP
     """
     from dse.app.api import load_experiment
-    from dse.profiling.folder import profile_folder, write_profile
-    from dse.profiling.session import DeviceProfile, ProfileSettings
-    from dse.storage.write_failure import REPORT_ADVICE, refused_writes_as_errors
+    from dse.profiling import DeviceProfile, ProfileSettings, profile_folder, write_profile
+    from dse.storage import REPORT_ADVICE, refused_writes_as_errors
 
     if not isinstance(experiment, Experiment):
         experiment = load_experiment(experiment)
@@ -139,7 +135,7 @@ def profile(experiment: Experiment | str | os.PathLike[str], trial: int, *,
 
 def _on_device(experiment: Experiment, device: HardwareProfile, candidate: Candidate,
                settings: ProfileSettings, address: str | None) -> Any:
-    from dse.farm.single_call import call_device
+    from dse.farm import call_device
 
     return call_device(device, experiment.cache_dir, address or experiment.spec.farm.address,
                        "profile_candidate", (candidate, experiment.space.training, settings),
@@ -149,11 +145,9 @@ def _on_device(experiment: Experiment, device: HardwareProfile, candidate: Candi
 def _page(experiment: Experiment, folder: Path, summary: ProfileSummary) -> Path:
     """The profile's page; the index, and the campaign's dashboard where it has one (its trial's
     row then links the page), written again."""
-    from dse.core.metrics import declare
-    from dse.report.dashboard import write_dashboard
-    from dse.report.index import write_index
-    from dse.report.profile_page import profile_page_name, write_profile_page
-    from dse.storage.write_failure import REPORT_ADVICE, refused_writes_as_errors
+    from dse.core import declare
+    from dse.report import profile_page_name, write_dashboard, write_index, write_profile_page
+    from dse.storage import REPORT_ADVICE, refused_writes_as_errors
 
     dashboards = experiment.dashboard_path.parent
     with refused_writes_as_errors(dashboards, REPORT_ADVICE):

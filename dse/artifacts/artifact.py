@@ -16,8 +16,8 @@ import numpy as np
 from dse.artifacts.cache import ArtifactCache
 from dse.artifacts.onnx_export import export_onnx
 from dse.artifacts.quantize import quantize_int8
-from dse.core.exceptions import BuildError
-from dse.plugins.backends import (
+from dse.core import BuildError
+from dse.plugins import (
     CONVERTED_FORMATS,
     ArtifactFormat,
     BackendDeclaration,
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import torch
 
     from dse.accuracy import TrainedModel
-    from dse.core.candidate import Candidate
+    from dse.core import Candidate
 
 
 # The precisions a torch artifact can be deployed at, and the torch dtype (by name) of each.
@@ -92,7 +92,7 @@ def build_file_artifact(candidate: Candidate, source: Path, sha256: str,
     if candidate.backend not in backends_loading("onnx"):
         raise BuildError(f"an ONNX model file runs on the ONNX backends only, not "
                          f"{candidate.backend!r}")
-    from dse.models.sources import file_sha256
+    from dse.models import file_sha256
 
     try:
         found = file_sha256(source)

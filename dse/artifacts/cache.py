@@ -10,8 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from dse.core.candidate import stable_hash
-from dse.core.exceptions import BuildError
+from dse.core import BuildError, stable_hash
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from dse.core.candidate import stable_hash
-from dse.util.host_facts import cuda_provenance, l4t_release
+from dse.core import stable_hash
+from dse.util import cuda_provenance, l4t_release
 
 ABSENT = "absent"
 # Where device-side artifacts live: the device worker sets it to a folder of its cache that outlives
@@ -64,7 +64,7 @@ def _driver() -> str:
 def device_fingerprint(device_index: int = 0, root: Path = Path("/")) -> dict[str, str]:
     """What a device artifact built on this device depends on (``device_index``: the CUDA device
     as the process sees it, after ``CUDA_VISIBLE_DEVICES``)."""
-    from dse.plugins.backends import BACKEND_DECLARATIONS
+    from dse.plugins import BACKEND_DECLARATIONS
 
     # Each backend names the libraries a device artifact of it depends on (TensorRT, ONNX
     # Runtime's build); every entry is recorded for every backend, so the key set is the same

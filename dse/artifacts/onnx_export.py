@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 if TYPE_CHECKING:
     import torch

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dse.artifacts.onnx_graph import BFLOAT16, FLOAT16, FLOAT32, FreshNames, drop_unused, tensor_types
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 if TYPE_CHECKING:
     import onnx

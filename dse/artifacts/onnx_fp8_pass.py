@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dse.artifacts.onnx_graph import FLOAT32, FreshNames, drop_unused, tensor_types
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 if TYPE_CHECKING:
     import onnx

@@ -22,7 +22,7 @@ from dse.artifacts.onnx_graph import (
     check_and_save,
     load_model,
 )
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 # Bump when a transform changes, so cached files from before are not reused.
 FLOAT_VERSION = 1

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 CALIBRATION_BATCH = 32
 

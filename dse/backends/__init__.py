@@ -6,9 +6,11 @@ package imports no backend, torch or onnxruntime.
 """
 
 from dse.backends.backend_registry import BACKENDS, get_backend, register_backend
-from dse.backends.base import PROVENANCE_KEYS, Backend, Runner, default_threads
+from dse.backends.base import PROVENANCE_KEYS, Backend, Runner, default_threads, first_error_line, thread_knob
+from dse.backends.bundle_extras import BundleExtras
 from dse.backends.capabilities import CAPABILITIES, Capability, supports, supports_device
-from dse.plugins.backends import BackendDeclaration
+from dse.backends.op_profile import OpProfile, OpRecord, ProfileRequest, ProfilerMissing, timed_runs
+from dse.plugins import BackendDeclaration
 
 __all__ = [
     "BACKENDS",
@@ -16,11 +18,19 @@ __all__ = [
     "PROVENANCE_KEYS",
     "Backend",
     "BackendDeclaration",
+    "BundleExtras",
     "Capability",
+    "OpProfile",
+    "OpRecord",
+    "ProfileRequest",
+    "ProfilerMissing",
     "Runner",
     "default_threads",
+    "first_error_line",
     "get_backend",
     "register_backend",
     "supports",
     "supports_device",
+    "thread_knob",
+    "timed_runs",
 ]

@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from dse.backends.base import Backend
-from dse.plugins.backends import BACKEND_DECLARATIONS
-from dse.plugins.registry import Registry
+from dse.plugins import BACKEND_DECLARATIONS, Registry
 
 BACKENDS: Registry[Backend] = Registry("backend", ("dse.backends",),
                                        lambda backend: type(backend).__qualname__)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from dse.artifacts import Artifact
     from dse.backends.bundle_extras import BundleExtras
     from dse.backends.op_profile import OpProfile, ProfileRequest
-    from dse.plugins.backends import BackendDeclaration
+    from dse.plugins import BackendDeclaration
     from dse.spec import HardwareProfile
 
 # Keys every runner's describe() has, so results can be compared across backends.

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from itertools import product
 
-from dse.plugins.backends import DEVICE_KINDS, PRECISIONS, Capability, backend_names, capability
+from dse.plugins import DEVICE_KINDS, PRECISIONS, Capability, backend_names, capability
 
 __all__ = ["CAPABILITIES", "DEVICE_KINDS", "PRECISIONS", "Capability", "supports",
            "supports_device"]

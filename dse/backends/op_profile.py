@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 
 class ProfilerMissing(BuildError):

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dse.util.atomic import atomic_write_text
+from dse.util import atomic_write_text
 
 # Trace rows: the profiled calls as seen from outside, and the operators inside them.
 RUN_TID = 0

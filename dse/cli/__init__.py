@@ -19,8 +19,7 @@ from dse.cli.farm_commands import cluster_app, devices, worker
 from dse.cli.file_commands import schema, validate
 from dse.cli.list_command import list_cmd
 from dse.cli.profile_command import profile
-from dse.core.exceptions import DseError
-from dse.core.version import __version__
+from dse.core import DseError, __version__
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 

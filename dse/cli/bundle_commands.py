@@ -10,14 +10,18 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from dse.cli.common import AddressOption, fail, plain_console, stop_signals_like_ctrl_c, stopped_by
-from dse.core.exceptions import DseError, interrupt_exit_code
-from dse.deploy.compare import DEFAULT_ACCURACY_TOLERANCE, DEFAULT_TOLERANCE
-from dse.deploy.confirm import DEFAULT_CONFIRM_GAP_S, DEFAULT_CONFIRM_RUNS
+from dse.core import DseError, interrupt_exit_code
+from dse.deploy import (
+    DEFAULT_ACCURACY_TOLERANCE,
+    DEFAULT_CONFIRM_GAP_S,
+    DEFAULT_CONFIRM_RUNS,
+    DEFAULT_TOLERANCE,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from dse.app.bundle_verify import VerifyReport
+    from dse.app import VerifyReport
 
 
 def export(
@@ -31,7 +35,7 @@ def export(
         address: AddressOption = None) -> None:
     """Export a measured trial as a deployable bundle: the artifact as measured, its
     deployment settings, measurements, a standalone run.py and a SHA-256 manifest."""
-    from dse.app.bundle_export import export as export_trial
+    from dse.app import export as export_trial
 
     console = plain_console()
     stop_signals_like_ctrl_c()
@@ -84,7 +88,7 @@ def verify(
     compare: exit 0 when it performs as recorded (or better), 1 when it regressed (in every
     run: a suspected regression is measured again in fresh processes), failed, or a busy device
     left it inconclusive."""
-    from dse.app.bundle_verify import verify as verify_bundle
+    from dse.app import verify as verify_bundle
 
     console = plain_console()
     stop_signals_like_ctrl_c()

@@ -11,16 +11,15 @@ import typer
 
 from dse.cli.common import AddressOption, fail, plain_console, stop_signals_like_ctrl_c, stopped_by
 from dse.cli.trial_display import describe, front_table, progress_printer
-from dse.core.exceptions import DseError, interrupt_exit_code
-from dse.core.trial_record import StudyAttr
+from dse.core import DseError, StudyAttr, interrupt_exit_code
 
 if TYPE_CHECKING:
     import optuna
     import pandas as pd
     from rich.console import Console
 
-    from dse.app.api import CampaignResult
-    from dse.search.loop import TrialOutcome
+    from dse.app import CampaignResult
+    from dse.search import TrialOutcome
     from dse.spec import Experiment
 
 
@@ -29,8 +28,7 @@ def run(experiment: Annotated[Path, typer.Argument(help="Campaign YAML (experime
         address: AddressOption = None,
         ) -> None:
     """Run a campaign (or resume it) until its budget of completed trials is met."""
-    from dse.app.api import load_experiment, run_campaign
-    from dse.app.campaign_setup import ResumeNotice
+    from dse.app import ResumeNotice, load_experiment, run_campaign
 
     console = plain_console()
     stop_signals_like_ctrl_c()
@@ -122,7 +120,7 @@ def calibrate(
         address: AddressOption = None) -> None:
     """Measure each device's run-to-run variation once; later campaigns widen every interval on
     that device to hold it (measurement.run_to_run: auto)."""
-    from dse.app.calibration import calibrate as calibrate_devices
+    from dse.app import calibrate as calibrate_devices
 
     console = plain_console()
     stop_signals_like_ctrl_c()
@@ -155,7 +153,7 @@ def report_cmd(
                                                     "(--serve).")] = 5.0) -> None:
     """Write trials.parquet, pareto.csv, the HTML dashboard and its folder's index.html of a
     campaign's run; with --serve, serve them on localhost and keep them current while it runs."""
-    from dse.app.api import load_experiment, write_report
+    from dse.app import load_experiment, write_report
 
     try:
         loaded = load_experiment(experiment)
@@ -171,8 +169,8 @@ def report_cmd(
 
 def _serve_report(experiment: Experiment, port: int, refresh: float) -> None:
     """Serve until Ctrl-C; a campaign not started yet gets a page that waits for it."""
-    from dse.app.api import write_report
-    from dse.report.serve import DashboardServer, LiveCampaign
+    from dse.app import write_report
+    from dse.report import DashboardServer, LiveCampaign
 
     storage = experiment.storage
     if storage.started():

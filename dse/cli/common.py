@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dse.core.exceptions import DseError, SpecError, Terminated
+from dse.core import DseError, SpecError, Terminated
 
 if TYPE_CHECKING:
     from rich.console import Console

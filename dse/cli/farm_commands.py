@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from dse.cli.common import AddressOption, fail, plain_console
-from dse.core.exceptions import DseError
+from dse.core import DseError
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from dse.farm.devices import DeviceInfo
+    from dse.farm import DeviceInfo
 
 DEFAULT_PORT = 6379
 
@@ -38,8 +38,7 @@ def cluster_up(
                                                    "no device work runs on the head).")] = 0,
         temp_dir: TempDirOption = None) -> None:
     """Start a Ray head for a device farm, in the background, with token authentication."""
-    from dse.farm.head import start_head, token_exposure
-    from dse.farm.node_commands import RAY_WORKER_PORTS
+    from dse.farm import RAY_WORKER_PORTS, start_head, token_exposure
 
     try:
         head = start_head(port=port, bind=bind, dashboard=dashboard, num_cpus=num_cpus,
@@ -74,7 +73,7 @@ def cluster_up(
 def cluster_down(port: Annotated[int, typer.Option(help="Port of the head to stop.")] = DEFAULT_PORT,
                  ) -> None:
     """Stop the Ray head that `dse cluster up` started on this machine (only its processes)."""
-    from dse.farm.head import stop_head
+    from dse.farm import stop_head
 
     try:
         pid = stop_head(port)
@@ -96,8 +95,7 @@ def worker(
     """Join this machine's device(s) to a farm; stays in the foreground until Ctrl-C."""
     import signal
 
-    from dse.farm.node_commands import parse_gpus
-    from dse.farm.worker_node import start_worker
+    from dse.farm import parse_gpus, start_worker
     from dse.spec import HardwareProfile, load_model
 
     console = plain_console()
@@ -157,8 +155,7 @@ def devices(address: AddressOption = None,
     """List the farm's devices: profile, node, health, telemetry, busy units (default: the head
     `dse cluster up` started on this machine). Without a farm: this machine, as an embedded
     `dse run` measures it, and the profiles that fit it."""
-    from dse.farm.devices import list_devices
-    from dse.farm.head import local_head_address
+    from dse.farm import list_devices, local_head_address
 
     address = address or local_head_address()
     if address is None:

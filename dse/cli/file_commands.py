@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from dse.cli.common import fail, plain_console
-from dse.core.exceptions import SpecError
+from dse.core import SpecError
 
 
 def validate(files: Annotated[list[Path], typer.Argument(help="YAML files to check.")],
@@ -21,7 +21,7 @@ def validate(files: Annotated[list[Path], typer.Argument(help="YAML files to che
     Every problem is reported in one pass (exit code 2). For a valid experiment, a line is also
     printed for each backend, precision or combination of its space that a device is not offered,
     with the reason (what `dse run` leaves out), before `ok`."""
-    from dse.app.api import validate_files
+    from dse.app import validate_files
 
     notices: list[str] = []
     problems = validate_files(files, on_notice=notices.append, recheck_models=recheck_models)

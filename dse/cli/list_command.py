@@ -11,8 +11,8 @@ from typing import Annotated
 import typer
 
 from dse.cli.common import fail
-from dse.core.exceptions import DseError
-from dse.util.atomic import atomic_write_text
+from dse.core import DseError
+from dse.util import atomic_write_text
 
 
 def begin_marker(kind: str) -> str:
@@ -47,7 +47,7 @@ def list_cmd(kind: Annotated[str, typer.Argument(
     """List the metrics, backends, probes or samplers dse knows, as a Markdown table.
 
     The parts of plugins named in $DSE_PLUGINS are listed too."""
-    from dse.app.catalog import markdown_table
+    from dse.app import markdown_table
 
     try:
         table = markdown_table(kind)

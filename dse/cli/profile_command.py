@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from dse.cli.common import AddressOption, fail, plain_console, stop_signals_like_ctrl_c, stopped_by
-from dse.core.exceptions import DseError, interrupt_exit_code
+from dse.core import DseError, interrupt_exit_code
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from dse.app.trial_profile import TrialProfile
+    from dse.app import TrialProfile
 
 _TOP = 10
 
@@ -33,8 +33,8 @@ def profile(
         address: AddressOption = None) -> None:
     """Profile a trial's exact configuration on its device: time per operator with the
     backend's own profiler, a roofline verdict per operator, perf counters and call stacks."""
-    from dse.app.trial_profile import profile as profile_trial
-    from dse.profiling.session import ProfileSettings
+    from dse.app import profile as profile_trial
+    from dse.profiling import ProfileSettings
 
     console = plain_console()
     stop_signals_like_ctrl_c()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dse.util.host_facts import l4t_release, read_text
+from dse.util import l4t_release, read_text
 
 if TYPE_CHECKING:
     from dse.spec import HardwareProfile
@@ -114,7 +114,7 @@ def fitting_profiles(folder: Path, machine: ThisMachine) -> tuple[list[FittingPr
     this machine: a cpu profile unless its name says another architecture (``aarch64-server``
     on x86_64), a cuda profile for the GPUs of its compute capability (any GPU without one), a
     jetson profile on a Jetson. Also the files that are no valid profile, one line each."""
-    from dse.core.exceptions import SpecError
+    from dse.core import SpecError
     from dse.spec import HardwareProfile, load_model
 
     fitting: list[FittingProfile] = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from dse.core.trial_record import TrialAttr
+from dse.core import TrialAttr
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from rich.console import Console
 
-    from dse.search.loop import TrialOutcome
+    from dse.search import TrialOutcome
 
 
 def progress_printer(console: Console, total: int) -> tuple[object, object]:
@@ -58,7 +58,7 @@ _UNITLESS = frozenset({"", "1", "fraction"})
 
 def _objective(name: str, value: float) -> str:
     """``latency_p99_ms`` 1.2345 -> ``latency_p99 1.234 ms``: the unit once, after the value."""
-    from dse.core.metrics import find_metric
+    from dse.core import find_metric
 
     spec = find_metric(name)
     unit = "" if spec is None or spec.unit in _UNITLESS else spec.unit
@@ -85,7 +85,7 @@ def front_table(front: pd.DataFrame, objectives: list[str]) -> object:
     import pandas as pd
     from rich.table import Table
 
-    from dse.core.columns import DUEL_COLUMN
+    from dse.core import DUEL_COLUMN
     from dse.results import PARAM_PREFIX, duel_text, has_unclean, metric_column
 
     legend: dict[str, str] = {}

@@ -10,10 +10,13 @@ nor constraint columns.
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from dse.core.metrics import find_metric, name_of_column
 from dse.core.trial_record import TrialAttr
+
+if TYPE_CHECKING:  # pandas loads with the first table: the contracts stay light to import
+    import pandas as pd
 
 # A column named after a trial attribute (dse.core.trial_record) holds that attribute.
 IDENTITY_COLUMNS: tuple[str, ...] = (
@@ -91,6 +94,8 @@ def competing_mask(trials: pd.DataFrame) -> pd.Series:
     cleanly (``quality_blocks_front`` false: see ``measurement.non_ok_on_front``), and not
     looked at again by a second look that measured it (that one competes in its place), unless
     the look was slower than its clean first (then the look is the one left out)."""
+    import pandas as pd
+
     ok = (trials["state"] == "COMPLETE") & (trials[TrialAttr.STATUS] == "ok")
     mask = ok & trials["feasible"]
     if "quality_blocks_front" in trials.columns:

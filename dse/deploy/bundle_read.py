@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import yaml
 
-from dse.core.exceptions import DseError
+from dse.core import DseError
 from dse.deploy import layout
 from dse.deploy.exported import CarriedData
 from dse.deploy.manifest import manifest_problems
-from dse.measure.run_to_run import RunToRun, load
+from dse.measure import RunToRun, load
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,12 @@ from typing import Any
 import numpy as np
 import yaml
 
-from dse.core.candidate import Candidate
-from dse.core.exceptions import DseError
-from dse.core.version import __version__
+from dse.core import Candidate, DseError, __version__
 from dse.deploy import layout
 from dse.deploy.exported import CarriedData, ExportedModel
 from dse.deploy.manifest import file_sha256, write_manifest
 from dse.deploy.standalone import write_standalone
-from dse.util.atomic import atomic_write_text
+from dse.util import atomic_write_text
 
 # The compact latency distribution: every percentile, and the far tail.
 _QUANTILES = [*range(101), 99.9]
@@ -121,7 +119,7 @@ def _write(folder: Path, exported: ExportedModel, candidate: Candidate, trial: R
         trial.notes.append(f"no run.py: {exc}")
     atomic_write_text(folder / layout.DEVICE_PROFILE, profile_yaml)
     if exported.run_to_run is not None:
-        from dse.measure.run_to_run import save
+        from dse.measure import save
 
         save(exported.run_to_run, folder / layout.RUN_TO_RUN)
     deployment = _deployment(exported, candidate, trial, artifact, standalone)
@@ -177,7 +175,7 @@ def _deployment(exported: ExportedModel, candidate: Candidate, trial: RecordedTr
 
 
 def _measurements(trial: RecordedTrial, data: CarriedData) -> dict[str, Any]:
-    from dse.accuracy.agreement import fidelity_metrics
+    from dse.accuracy import fidelity_metrics
 
     def finite(values: dict[str, float]) -> dict[str, float]:
         return {k: float(v) for k, v in sorted(values.items())

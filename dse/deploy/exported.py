@@ -8,12 +8,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dse.backends.bundle_extras import BundleExtras
+from dse.backends import BundleExtras
 
 if TYPE_CHECKING:
-    from dse.core.candidate import Candidate
-    from dse.core.measurement import Measurement
-    from dse.measure.run_to_run import RunToRun
+    from dse.core import Candidate, Measurement
+    from dse.measure import RunToRun
 
 
 @dataclass(frozen=True)

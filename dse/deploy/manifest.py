@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from dse.deploy.layout import MANIFEST
-from dse.util.atomic import atomic_write_text
+from dse.util import atomic_write_text
 
 # Written into a bundle after export, by dse verify; never part of what is checked.
 REPORTS_DIR = "verify"

@@ -9,8 +9,8 @@ import pprint
 from importlib import resources
 from typing import Any
 
-from dse.core.exceptions import DseError
-from dse.plugins.backends import declaration
+from dse.core import DseError
+from dse.plugins import declaration
 
 _MAIN = "dse.backends.run_script_main"
 

@@ -8,11 +8,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dse.backends.bundle_extras import BundleExtras
+from dse.backends import BundleExtras
 from dse.deploy.layout import INPUTS, MODEL_DIR, REQUIREMENTS, RUN_SCRIPT
 from dse.deploy.run_script import render_run_script
-from dse.plugins.backends import declaration
-from dse.util.atomic import atomic_write_text
+from dse.plugins import declaration
+from dse.util import atomic_write_text
 
 
 def write_standalone(folder: Path, *, backend: str, precision: str, batch_size: int,

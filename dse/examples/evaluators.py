@@ -23,8 +23,8 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from dse.accuracy.user_evaluator import DeployedModel
-from dse.core.candidate import Candidate
+from dse.accuracy import DeployedModel
+from dse.core import Candidate
 
 
 def zdt1_values(params: Mapping[str, float]) -> dict[str, float]:
@@ -65,7 +65,7 @@ def digits_validation(deployed: DeployedModel) -> dict[str, float]:
     user's own validation set, which their evaluator would load instead."""
     import numpy as np
 
-    from dse.accuracy.digits import load_digits_split
+    from dse.accuracy import load_digits_split
 
     split = load_digits_split(seed=0)
     logits = deployed.predict(split.x_test)

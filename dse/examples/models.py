@@ -34,7 +34,7 @@ def hf_bert_encoder(arch: Mapping[str, Any]) -> tuple[torch.nn.Module, tuple[int
     """
     from transformers import BertConfig, BertModel
 
-    from dse.accuracy.sequences import DEFAULT_NUM_CLASSES, FEATURES
+    from dse.accuracy import DEFAULT_NUM_CLASSES, FEATURES
 
     hidden, heads = int(arch.get("hidden", 32)), int(arch.get("heads", 2))
     seq_len = int(arch.get("seq_len", 16))
@@ -92,7 +92,7 @@ def write_digits_onnx(path: str) -> None:
     from pathlib import Path
 
     from dse.accuracy import train_or_load
-    from dse.artifacts.onnx_export import export_onnx
+    from dse.artifacts import export_onnx
     from dse.spec import TrainingSpec
 
     arch = {"num_stages": 2, "depth": 1, "width_mult": 1.0, "kernel_size": 3, "expand_ratio": 4}

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from dse.core.exceptions import DeviceError
+from dse.core import DeviceError
 from dse.farm.connection import connect as join_farm
 from dse.farm.resources import device_resource
 

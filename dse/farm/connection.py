@@ -19,7 +19,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from dse.core.exceptions import DeviceError
+from dse.core import DeviceError
 
 
 def parse_address(address: str) -> tuple[str, int]:

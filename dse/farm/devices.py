@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dse.core.exceptions import DeviceError
+from dse.core import DeviceError
 from dse.farm.connection import connect
 from dse.farm.resources import KIND_LABEL
 

@@ -28,9 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dse.core.candidate import Candidate
-from dse.core.exceptions import DeviceError
-from dse.core.measurement import Measurement
+from dse.core import Candidate, DeviceError, Measurement
 from dse.farm.farm_registry import StateReporter
 from dse.farm.faults import (
     Quarantine,
@@ -41,7 +39,7 @@ from dse.farm.faults import (
 )
 from dse.farm.resources import device_resource
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
-from dse.trial.screening import Screening
+from dse.trial import Screening
 
 # How long a freshly created worker may take to start before it is given up on (Ray starts a
 # process and imports dse; a worker on a node that has gone never starts at all).

@@ -19,8 +19,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from dse.core.exceptions import DeviceError
-from dse.core.version import __version__
+from dse.core import DeviceError, __version__
 
 if TYPE_CHECKING:
     from dse.spec import HardwareProfile
@@ -115,7 +114,7 @@ class NodeFacts(TypedDict):
 def node_facts(profile: HardwareProfile) -> NodeFacts:
     """Run on a worker node as a Ray task: its host name, dse version, and whether each telemetry
     probe of the profile works there (``"ok"`` or the probe's reason), as a device worker sees it."""
-    from dse.measure.telemetry import entry_name, make_probe
+    from dse.measure import entry_name, make_probe
 
     telemetry: dict[str, str] = {}
     for entry in profile.telemetry:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dse.core.measurement import Measurement
+from dse.core import Measurement
 
 
 def physical_device(identity: Mapping[str, str], device_id: str, profile: str) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from dse.core.exceptions import DeviceError
+from dse.core import DeviceError
 from dse.farm.connection import connect, parse_address, require_token, token_source
 from dse.farm.node_commands import ALL_INTERFACES, head_command, launch_env
 from dse.farm.node_process import (
@@ -28,7 +28,7 @@ from dse.farm.node_process import (
     stop_process_tree,
     wait_for,
 )
-from dse.util.atomic import atomic_write_text
+from dse.util import atomic_write_text
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dse.core.exceptions import DeviceError
+from dse.core import DeviceError
 from dse.farm.connection import parse_address
 from dse.farm.resources import KIND_LABEL, PROFILE_LABEL, WORKER_LABEL, device_resource
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from dse.core.exceptions import DeviceError
+from dse.core import DeviceError
 from dse.farm.connection import connection_error
 from dse.farm.node_commands import NodeCommand, launch_env
 

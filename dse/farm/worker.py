@@ -22,22 +22,25 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dse.artifacts.fingerprint import DEVICE_CACHE_ENV
-from dse.core.candidate import Candidate
-from dse.core.exceptions import BuildError, MeasurementError
-from dse.core.measurement import Measurement
-from dse.measure.telemetry import Probe, make_probe, make_probes
+from dse.artifacts import DEVICE_CACHE_ENV
+from dse.core import BuildError, Candidate, Measurement, MeasurementError
+from dse.measure import Probe, make_probe, make_probes
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
-from dse.trial.isolation import NodeLock, Span, current_node_id
-from dse.trial.screening import Screening, screening_measure, screening_verdict
-from dse.trial.timing import measure_prepared
+from dse.trial import (
+    NodeLock,
+    Screening,
+    Span,
+    current_node_id,
+    measure_prepared,
+    screening_measure,
+    screening_verdict,
+)
 
 if TYPE_CHECKING:
     # Only for the annotation: prepare pulls in torch-side modules the actor loads lazily.
-    from dse.deploy.exported import ExportedModel, VerifiedModel, VerifyRequest
-    from dse.profiling.session import DeviceProfile, ProfileSettings
-    from dse.trial.duel_window import DuelReport, DuelRequest
-    from dse.trial.prepare import PreparedCandidate
+    from dse.deploy import ExportedModel, VerifiedModel, VerifyRequest
+    from dse.profiling import DeviceProfile, ProfileSettings
+    from dse.trial import DuelReport, DuelRequest, PreparedCandidate
 
 
 def _normal_priority() -> str:
@@ -52,7 +55,7 @@ def _normal_priority() -> str:
 
 
 def _host_provenance(profile: HardwareProfile) -> dict[str, str]:
-    from dse.measure.provenance import host_provenance
+    from dse.measure import host_provenance
 
     return {**host_provenance(), "device_profile": profile.name, "device_kind": profile.kind,
             "pid": str(os.getpid())}
@@ -60,7 +63,7 @@ def _host_provenance(profile: HardwareProfile) -> dict[str, str]:
 
 def _trial_provenance(host: dict[str, str]) -> dict[str, str]:
     """The worker's fixed host facts plus what changes between trials (clocks at start)."""
-    from dse.measure.provenance import cpu_clocks_mhz
+    from dse.measure import cpu_clocks_mhz
 
     provenance = dict(host)
     clocks = cpu_clocks_mhz()
@@ -104,8 +107,8 @@ class DeviceWorker:
 
     def _load_run_to_run(self) -> None:
         """This device's calibrated run-to-run variation (``dse calibrate``), or why none."""
-        from dse.measure.run_to_run import calibration_path, load
-        from dse.trial.calibrate import device_key
+        from dse.measure import calibration_path, load
+        from dse.trial import device_key
 
         self.run_to_run_path = calibration_path(self.cache_dir, self.profile.name,
                                                 device_key(self.host))
@@ -117,8 +120,8 @@ class DeviceWorker:
         and file, or the error that stopped it."""
         from dataclasses import asdict
 
-        from dse.measure.run_to_run import save
-        from dse.trial.calibrate import calibrate_device
+        from dse.measure import save
+        from dse.trial import calibrate_device
 
         try:
             with self.node_lock.exclusive():  # a measurement: nothing else on the node meanwhile
@@ -161,7 +164,7 @@ class DeviceWorker:
             backend.start_runtime(self.profile)
             exports_onnx = exports_onnx or backend.declaration.artifact_format == "onnx"
         if exports_onnx and "torch" in sys.modules:
-            from dse.artifacts.onnx_export import warm_up_exporter
+            from dse.artifacts import warm_up_exporter
 
             warm_up_exporter()
 
@@ -170,8 +173,7 @@ class DeviceWorker:
         """Build ``candidate`` and measure it; with ``screening``, screen it first (provenance
         then says ``fidelity``: ``screen`` when it stopped there, else ``full``, with the seconds
         of each part and the verdict)."""
-        from dse.trial.candidate_model import ArchFailure
-        from dse.trial.prepare import prepare_candidate
+        from dse.trial import ArchFailure, prepare_candidate
 
         provenance = _trial_provenance(self.host)
         build, timed = Span(), Span()
@@ -206,7 +208,7 @@ class DeviceWorker:
         """Rebuild ``candidate`` (from the caches) and profile it (:mod:`dse.profiling.session`)
         with nothing else of dse on the node, as for a measurement; the reason, in one line, when
         it cannot be built or run. Nothing is recorded on any study."""
-        from dse.profiling.session import profile_runner
+        from dse.profiling import profile_runner
 
         prepared = self._rebuilt(candidate, training)
         if isinstance(prepared, str):
@@ -225,7 +227,7 @@ class DeviceWorker:
         them against each other in alternating blocks, nothing else of dse on the node
         (:mod:`dse.trial.duel_window`); the reason, in one line, when either cannot be built or
         run. Nothing is recorded on any study: the driver records the verdicts."""
-        from dse.trial.duel_window import duel_prepared
+        from dse.trial import duel_prepared
 
         built: list[PreparedCandidate] = []
         try:
@@ -246,7 +248,7 @@ class DeviceWorker:
     def _rebuilt(self, candidate: Candidate, training: TrainingSpec) -> PreparedCandidate | str:
         """``candidate`` built again from the caches, beside other builds but no measurement
         (``dse profile``, ``dse export``); why not, in one line."""
-        from dse.trial.prepare import prepare_candidate
+        from dse.trial import prepare_candidate
 
         try:
             with self.node_lock.shared():
@@ -258,7 +260,7 @@ class DeviceWorker:
         """Rebuild ``candidate`` (from the caches, as it was measured) and hand back what an
         exported bundle holds (:func:`dse.trial.bundle_jobs.export_prepared`); the reason, in one
         line, when it cannot be built."""
-        from dse.trial.bundle_jobs import export_prepared
+        from dse.trial import export_prepared
 
         prepared = self._rebuilt(candidate, training)
         if isinstance(prepared, str):
@@ -276,9 +278,9 @@ class DeviceWorker:
         deployed or run."""
         import shutil
 
-        from dse.artifacts.fingerprint import device_fingerprint
-        from dse.deploy.exported import VerifiedModel
-        from dse.trial.bundle_jobs import compare_outputs, verify_prepared_model
+        from dse.artifacts import device_fingerprint
+        from dse.deploy import VerifiedModel
+        from dse.trial import compare_outputs, verify_prepared_model
 
         try:
             with self.node_lock.shared():

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dse.core.exceptions import DeviceError
+from dse.core import DeviceError
 from dse.farm.connection import check_reachable, connect, disconnect, parse_address, require_token
 from dse.farm.node_commands import device_units, launch_env, worker_command
 from dse.farm.node_process import (

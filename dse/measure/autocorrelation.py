@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from dse.util.order_statistics import quantile_ci_ranks
+from dse.util import quantile_ci_ranks
 
 # Lags beyond this are not summed: it bounds the cost on long runs, and a correlation still
 # positive that far out means the run is not stationary, which stats.halves_agree() reports.

@@ -32,7 +32,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from dse.util.order_statistics import student_t_quantile
+from dse.util import student_t_quantile
 
 Verdict = Literal["a_faster", "b_faster", "tie"]
 A_FASTER: Verdict = "a_faster"

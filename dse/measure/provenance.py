@@ -13,8 +13,8 @@ import platform
 import socket
 from pathlib import Path
 
-from dse.core.version import __version__
-from dse.util.host_facts import cuda_provenance as cuda_provenance
+from dse.core import __version__
+from dse.util import cuda_provenance as cuda_provenance
 
 # Distributions whose versions matter for any timing, looked up without importing them; each
 # backend adds its own (its declaration's ``libraries``).
@@ -46,7 +46,7 @@ def cpu_clocks_mhz(root: Path = Path("/")) -> str | None:
 
 
 def library_versions() -> dict[str, str]:
-    from dse.plugins.backends import BACKEND_DECLARATIONS
+    from dse.plugins import BACKEND_DECLARATIONS
 
     versions = {}
     declared = [lib for backend in BACKEND_DECLARATIONS.values() for lib in backend.libraries]

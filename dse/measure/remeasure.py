@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dse.measure.measurement_quality import imprecise, unstable
+from dse.measure.quality_labels import imprecise, unstable
 from dse.measure.stats import LatencyStats
 from dse.spec import InterferenceSpec
 

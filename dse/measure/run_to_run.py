@@ -27,8 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dse.measure.stats import CONFIDENCE, PERCENTILES
-from dse.util.atomic import atomic_write_text
-from dse.util.order_statistics import student_t_quantile
+from dse.util import atomic_write_text, student_t_quantile
 
 #: Bumped when the file's meaning changes; an older file is not used (calibrate again).
 FORMAT = 1

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dse.core.exceptions import MeasurementError
+from dse.core import MeasurementError
 from dse.measure.run_limits import check_seconds
 from dse.measure.stats import LatencyStats, summarize
 from dse.measure.timers import host_timed

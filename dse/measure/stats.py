@@ -26,7 +26,7 @@ import numpy as np
 # it between timed calls, and a first import there would land inside the window.
 import scipy.special  # noqa: F401
 
-from dse.core.exceptions import MeasurementError
+from dse.core import MeasurementError
 
 # The autocorrelation maths, re-exported for the modules and tests that read it from here.
 from dse.measure.autocorrelation import autocorrelation_time as autocorrelation_time
@@ -34,12 +34,12 @@ from dse.measure.autocorrelation import autocovariances as autocovariances
 from dse.measure.autocorrelation import effective_quantile_ci
 
 # The order-statistic maths the YAML checks share with the measurement (a lower layer).
-from dse.util.order_statistics import CONFIDENCE as CONFIDENCE
-from dse.util.order_statistics import PERCENTILES as PERCENTILES
-from dse.util.order_statistics import percentile_quantile as percentile_quantile
-from dse.util.order_statistics import quantile_ci_ranks as quantile_ci_ranks
-from dse.util.order_statistics import samples_for_ci as samples_for_ci
-from dse.util.order_statistics import student_t_quantile
+from dse.util import CONFIDENCE as CONFIDENCE
+from dse.util import PERCENTILES as PERCENTILES
+from dse.util import percentile_quantile as percentile_quantile
+from dse.util import quantile_ci_ranks as quantile_ci_ranks
+from dse.util import samples_for_ci as samples_for_ci
+from dse.util import student_t_quantile
 
 if TYPE_CHECKING:
     from dse.measure.run_to_run import RunToRun

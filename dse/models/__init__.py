@@ -4,6 +4,48 @@ Importing this package imports no torch; the families register themselves when t
 first read (:mod:`dse.plugins.families`).
 """
 
+from dse.models.checks import model_problems
 from dse.models.family import FAMILIES, ModelFamily, get_family, register_family
+from dse.models.graph_statistics import GraphStats, NodeCost, graph_stats, node_costs
+from dse.models.onnx_file import onnx_input
+from dse.models.op_costs import FUSED_BASE_OPS, TypedShape, cost_from_shapes
+from dse.models.output_check import CHECK_SECONDS, space_output_problems
+from dse.models.sources import (
+    FACTORY_PREFIX,
+    ModelSource,
+    candidate_source,
+    file_sha256,
+    is_onnx_source,
+    load_function,
+    model_source,
+    source_dataset,
+)
+from dse.models.transformer import FEATURES, NUM_CLASSES
 
-__all__ = ["FAMILIES", "ModelFamily", "get_family", "register_family"]
+__all__ = [
+    "CHECK_SECONDS",
+    "FACTORY_PREFIX",
+    "FAMILIES",
+    "FEATURES",
+    "FUSED_BASE_OPS",
+    "NUM_CLASSES",
+    "GraphStats",
+    "ModelFamily",
+    "ModelSource",
+    "NodeCost",
+    "TypedShape",
+    "candidate_source",
+    "cost_from_shapes",
+    "file_sha256",
+    "get_family",
+    "graph_stats",
+    "is_onnx_source",
+    "load_function",
+    "model_problems",
+    "model_source",
+    "node_costs",
+    "onnx_input",
+    "register_family",
+    "source_dataset",
+    "space_output_problems",
+]

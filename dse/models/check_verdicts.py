@@ -21,9 +21,8 @@ from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 
-from dse.core.version import __version__
-from dse.util.atomic import atomic_write_text
-from dse.util.user_cache import user_cache_root
+from dse.core import __version__
+from dse.util import atomic_write_text, user_cache_root
 
 _FORMAT = 1
 

@@ -8,10 +8,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from dse.plugins.backends import backends_loading
-from dse.plugins.datasets import dataset_problem
-from dse.spec import ModelSpec
-from dse.spec.models import checked_values
+from dse.plugins import backends_loading, dataset_problem
+from dse.spec import ModelSpec, checked_values
 
 # Metrics only a labelled dataset (or the user's evaluator) can give.
 DATASET_METRICS = frozenset({"accuracy"})

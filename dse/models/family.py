@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from dse.plugins.families import FAMILIES as FAMILIES
+from dse.plugins import FAMILIES as FAMILIES
 
 if TYPE_CHECKING:
     import torch

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dse.models.check_verdicts import passed_before, remember_pass, spec_key
-from dse.plugins.datasets import DATASETS, dataset_problem, dataset_sample_shape
-from dse.spec.fields import RangeParam, Scalar
+from dse.plugins import DATASETS, dataset_problem, dataset_sample_shape
+from dse.spec import RangeParam, Scalar
 
 if TYPE_CHECKING:
     import torch

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from dse.core.candidate import stable_hash
+from dse.core import stable_hash
 from dse.models.family import get_family
-from dse.plugins.datasets import dataset_sample_shape
+from dse.plugins import dataset_sample_shape
 
 if TYPE_CHECKING:
     import torch
@@ -209,8 +209,8 @@ _FACTORY_SHAPES: dict[str, tuple[int, ...]] = {}
 
 def load_function(ref: str) -> Callable[..., Any]:
     """The function ``module:function`` names; ValueError saying what is wrong."""
-    from dse.core.exceptions import SpecError
-    from dse.spec.loading import resolve_evaluator
+    from dse.core import SpecError
+    from dse.spec import resolve_evaluator
 
     try:
         return resolve_evaluator(ref, ref)

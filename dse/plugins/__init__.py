@@ -1,3 +1,76 @@
 """The registries of dse's pluggable parts (:mod:`dse.plugins.registry`) and what each kind of part
-declares (:mod:`dse.plugins.backends`). The bottom layer: imports nothing of dse but its exceptions;
-the parts register themselves from their own modules."""
+declares (:mod:`dse.plugins.backends`). Just above the contracts: imports nothing of dse but
+:mod:`dse.core`; the parts register themselves from their own modules."""
+
+from dse.plugins.backends import (
+    BACKEND_DECLARATIONS,
+    CONVERTED_FORMATS,
+    DEVICE_KINDS,
+    PRECISIONS,
+    ArtifactFormat,
+    BackendDeclaration,
+    Capability,
+    Conversion,
+    ConversionRequest,
+    Standalone,
+    backend_names,
+    backends_loading,
+    capability,
+    declaration,
+)
+from dse.plugins.datasets import (
+    DATASETS,
+    DatasetDeclaration,
+    dataset_names,
+    dataset_problem,
+    dataset_sample_shape,
+    register_dataset,
+)
+from dse.plugins.families import FAMILIES, family_names
+from dse.plugins.probes import PROBES, probe_names, register_probe
+from dse.plugins.proxies import PROXIES, ProxyDeclaration, register_proxy
+from dse.plugins.registry import Registry
+from dse.plugins.samplers import (
+    SAMPLERS,
+    SamplerDeclaration,
+    SamplerSettings,
+    register_sampler,
+    sampler_names,
+)
+
+__all__ = [
+    "BACKEND_DECLARATIONS",
+    "CONVERTED_FORMATS",
+    "DATASETS",
+    "DEVICE_KINDS",
+    "FAMILIES",
+    "PRECISIONS",
+    "PROBES",
+    "PROXIES",
+    "SAMPLERS",
+    "ArtifactFormat",
+    "BackendDeclaration",
+    "Capability",
+    "Conversion",
+    "ConversionRequest",
+    "DatasetDeclaration",
+    "ProxyDeclaration",
+    "Registry",
+    "SamplerDeclaration",
+    "SamplerSettings",
+    "Standalone",
+    "backend_names",
+    "backends_loading",
+    "capability",
+    "dataset_names",
+    "dataset_problem",
+    "dataset_sample_shape",
+    "declaration",
+    "family_names",
+    "probe_names",
+    "register_dataset",
+    "register_probe",
+    "register_proxy",
+    "register_sampler",
+    "sampler_names",
+]

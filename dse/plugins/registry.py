@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Generic, TypeVar
 
-from dse.core.exceptions import DseError
+from dse.core import DseError
 
 PLUGINS_ENV = "DSE_PLUGINS"
 

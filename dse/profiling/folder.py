@@ -16,12 +16,12 @@ from dse.profiling.summary import (
     ProfileSummary,
     write_summary,
 )
-from dse.util.atomic import atomic_write_text
+from dse.util import atomic_write_text
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dse.core.candidate import Candidate
+    from dse.core import Candidate
     from dse.profiling.session import DeviceProfile
 
 PROFILES_DIR = "profiles"

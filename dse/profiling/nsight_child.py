@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from dse.backends.base import first_error_line
+from dse.backends import first_error_line
 from dse.profiling.nsight import (
     NVTX_RUN,
     NVTX_WINDOW,

@@ -29,7 +29,7 @@ from dse.profiling.summary import (
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dse.backends.op_profile import OpRecord
+    from dse.backends import OpRecord
 
 # How far above its roofline time a call may take before its time is called overhead: attained
 # rates of real kernels reach a few tens of percent of the roof; one tenth is well below them.

@@ -27,15 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dse.backends.backend_registry import get_backend
-from dse.backends.base import first_error_line
-from dse.backends.op_profile import OpProfile, ProfileRequest, ProfilerMissing, timed_runs
+from dse.backends import OpProfile, ProfileRequest, ProfilerMissing, first_error_line, get_backend, timed_runs
 from dse.profiling.ceilings import measure_ceilings, profile_peaks
 from dse.profiling.summary import Ceilings, NsightSection, PerfSection
 
 if TYPE_CHECKING:
-    from dse.backends.base import Runner
-    from dse.core.candidate import Candidate
+    from dse.backends import Runner
+    from dse.core import Candidate
     from dse.spec import HardwareProfile
 
 # Files a profile may send back to the driver from a device, at most (perf.data of a long window
@@ -180,7 +178,7 @@ def _join_graph(found: OpProfile, artifact: Any, batch_size: int) -> None:
     if getattr(artifact, "format", None) != "onnx" or path is None \
             or all(op.flops is not None and op.bytes is not None for op in found.ops):
         return
-    from dse.models.graph_stats import node_costs
+    from dse.models import node_costs
 
     try:
         costs = node_costs(path, batch_size)

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dse.util.atomic import atomic_write_text
+from dse.util import atomic_write_text
 
 SUMMARY_FILE = "summary.json"
 OPS_CSV = "ops.csv"

@@ -13,7 +13,7 @@ import optuna
 import pandas as pd
 import plotly.graph_objects as go
 
-from dse.core.trial_record import StudyAttr
+from dse.core import StudyAttr
 from dse.report.description import campaign_description
 from dse.report.distributions import (
     LatencyDistributionsInfo,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dse.core.exceptions import SpecError
-from dse.spec.loading import read_yaml
+from dse.core import SpecError
+from dse.spec import read_yaml
 
 
 def campaign_description(experiment: Path) -> str:

@@ -22,11 +22,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dse.core.trial_record import TrialAttr
+from dse.core import TrialAttr
 from dse.report.render import _PALETTE
 from dse.report.values import label
-from dse.results import front_frame, metric_column
-from dse.results.dtypes import is_missing
+from dse.results import front_frame, is_missing, metric_column
 
 FloatArray = npt.NDArray[np.float64]
 TrialKey = tuple[str, int]

@@ -9,13 +9,12 @@ from typing import NamedTuple
 
 import optuna
 
-from dse.core.trial_record import StudyAttr
-from dse.measure.duel_stats import A_FASTER, TIE
+from dse.core import StudyAttr
+from dse.measure import A_FASTER, TIE
 from dse.report.page import Section, message_html, table_html
 from dse.report.table_info import TableInfo
-from dse.results import duel_summary
-from dse.results.duels import short_name
-from dse.search.duel_records import read_records
+from dse.results import duel_summary, short_name
+from dse.search import read_records
 
 DUELS_ANCHOR = "duels"
 """The id of the duels section."""

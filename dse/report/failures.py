@@ -17,11 +17,10 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from dse.core.trial_record import TrialAttr
+from dse.core import TrialAttr
 from dse.report.table_info import TableInfo
 from dse.report.values import trial_keys
-from dse.results import CONSTRAINT_PREFIX, constraint_columns, outcomes
-from dse.results.dtypes import is_missing
+from dse.results import CONSTRAINT_PREFIX, constraint_columns, is_missing, outcomes
 
 VIOLATES = "violates a constraint"
 """The status shown for a measured trial (status ok) that breaks a constraint."""

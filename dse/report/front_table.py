@@ -16,20 +16,18 @@ from collections.abc import Hashable, Mapping, Sequence
 import pandas as pd
 import yaml
 
-from dse.core.columns import DUEL_COLUMN
-from dse.core.metrics import Direction, find_metric
-from dse.core.trial_record import TrialAttr
+from dse.core import DUEL_COLUMN, Direction, TrialAttr, find_metric
 from dse.report.table_info import TableInfo
 from dse.report.values import PROVENANCE_KEYS, TrialProvenance, label, plain, trial_keys
 from dse.results import (
     PARAM_PREFIX,
     duel_text,
     has_unclean,
+    is_missing,
     metric_column,
     metric_columns,
     param_columns,
 )
-from dse.results.dtypes import is_missing
 
 # Keys of an experiment's ``baseline:`` (dse.spec.models.BaselineSpec), in its field order.
 DEPLOYMENT_FIELDS = ("backend", "precision", "batch_size")

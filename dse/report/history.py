@@ -15,13 +15,12 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dse.core.metrics import Direction, find_metric, metric
-from dse.core.trial_record import TrialAttr
+from dse.core import Direction, TrialAttr, find_metric, metric
 from dse.report.axis_text import tick_format
 from dse.report.render import _PALETTE
 from dse.report.values import label
 from dse.results import competing_mask, metric_column
-from dse.search.pareto import default_reference, hypervolume_history
+from dse.search import default_reference, hypervolume_history
 
 # Trials not finished yet cannot have grown the front; they are left off the x axis.
 _UNFINISHED = ("RUNNING", "WAITING")

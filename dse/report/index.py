@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import quote
 
-from dse.util.atomic import atomic_write_text
+from dse.util import atomic_write_text
 
 INDEX_FILE = "index.html"
 CAMPAIGN_META = "dse-campaign"

@@ -16,8 +16,7 @@ import numpy as np
 import optuna
 import pandas as pd
 
-from dse.core.metrics import Direction, find_metric
-from dse.core.trial_record import TrialAttr
+from dse.core import Direction, TrialAttr, find_metric
 from dse.report.values import (
     VALUE_LIMIT,
     TrialKey,

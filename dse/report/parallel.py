@@ -21,12 +21,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dse.core.metrics import Direction, find_metric
+from dse.core import Direction, find_metric
 from dse.report.axis_text import format_number, tick_format, wrap_title
 from dse.report.info import axis_title, infinite_note, wants_log
 from dse.report.values import label, sort_key
-from dse.results import PARAM_PREFIX, competing_mask, metric_column, param_columns
-from dse.results.dtypes import is_missing
+from dse.results import PARAM_PREFIX, competing_mask, is_missing, metric_column, param_columns
 
 NOT_APPLICABLE = "n/a"
 """The category of a trial that lacks the parameter (a knob of another backend)."""

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from dse.profiling.summary import (
+from dse.profiling import (
     OP_COLUMNS,
     OPS_CSV,
     OPS_PARQUET,

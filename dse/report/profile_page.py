@@ -15,7 +15,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from dse.profiling.summary import COMPUTE_BOUND, MEMORY_BOUND, OVERHEAD_BOUND, UNKNOWN
+from dse.profiling import COMPUTE_BOUND, MEMORY_BOUND, OVERHEAD_BOUND, UNKNOWN
 from dse.report.index import ProfileMeta, profile_meta_html
 from dse.report.page import _STYLE, Section, document_html, message_html, table_html
 from dse.report.profile_info import (
@@ -28,7 +28,7 @@ from dse.report.profile_info import (
 )
 from dse.report.profile_tables import FileLink
 from dse.report.render import Panel, panel_sections
-from dse.util.atomic import atomic_write_text
+from dse.util import atomic_write_text
 
 __all__ = ["profile_page_html", "profile_page_info", "profile_page_name", "write_profile_page"]
 

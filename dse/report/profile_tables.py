@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from dse.profiling.summary import SUMMARY_FILE, NsightSection, PerfSection, ProfileSummary
+from dse.profiling import SUMMARY_FILE, NsightSection, PerfSection, ProfileSummary
 from dse.report.table_info import TableInfo
 
 # Past this many rows the operators table points at ops.csv: a page stays quick to open with a

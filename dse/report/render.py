@@ -16,7 +16,7 @@ import numpy.typing as npt
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from dse.core.metrics import Direction, find_metric
+from dse.core import Direction, find_metric
 from dse.report.axis_text import wrap_title
 from dse.report.info import ParetoScatterInfo, PointGroup
 from dse.report.page import Section, message_html

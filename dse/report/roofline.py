@@ -20,7 +20,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dse.core.trial_record import StudyAttr, TrialAttr
+from dse.core import StudyAttr, TrialAttr
 from dse.report.render import _PALETTE
 from dse.report.values import label
 from dse.results import front_frame, metric_column

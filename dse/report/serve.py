@@ -34,14 +34,13 @@ from pathlib import Path
 from optuna.exceptions import StorageInternalError
 from sqlalchemy.exc import SQLAlchemyError
 
-from dse.core.exceptions import DseError
+from dse.core import DseError
 from dse.report.dashboard import write_dashboard
 from dse.report.error_line import one_line
 from dse.report.http_pool import TIMEOUT_SECONDS, PooledServer
 from dse.report.index import INDEX_FILE, write_index
 from dse.report.request_guard import address_literal, open_inside
-from dse.storage import CampaignStorage
-from dse.storage.activity import has_running_trials, stamp, started
+from dse.storage import CampaignStorage, has_running_trials, stamp, started
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8000

@@ -8,8 +8,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from dse.core.metrics import Direction, find_metric, metric
-from dse.core.trial_record import TrialAttr
+from dse.core import Direction, TrialAttr, find_metric, metric
 from dse.report.front_table import DEPLOYMENT_FIELDS
 from dse.report.table_info import TableInfo
 from dse.report.values import label, plain, sort_key

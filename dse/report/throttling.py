@@ -43,7 +43,7 @@ def nvml_throttled(clock: FloatArray, masks: FloatArray) -> list[ThrottledInterv
     """NVML reports the *current* reasons, so each reading holds until the next; only the
     reasons that mean throttling (``THROTTLING_REASONS``) count."""
     # The one table of which NVML bits mean throttling; pure Python, imports no GPU library.
-    from dse.measure.telemetry.nvml_throttle import THROTTLING_REASONS, reason_bits
+    from dse.measure import THROTTLING_REASONS, reason_bits
 
     bits = reason_bits()
     reasons = [(name, bits[name]) for name in THROTTLING_REASONS]

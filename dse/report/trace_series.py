@@ -15,7 +15,7 @@ import numpy as np
 
 from dse.report.distributions import FloatArray
 from dse.report.throttling import ThrottledInterval, merge_intervals, throttled_intervals
-from dse.util.counters import counter_step
+from dse.util import counter_step
 
 TRACE_PREFIX = "trace."
 _KEY = re.compile(r"trace\.(?P<probe>[^.]+)\.(?P<channel>.+?)(?: \[(?P<unit>[^\]]*)\])?")

@@ -13,18 +13,17 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from dse.core.metrics import find_metric
-from dse.core.trial_record import TrialAttr
+from dse.core import TrialAttr, find_metric
 from dse.results import (
     CONSTRAINT_PREFIX,
     PARAM_PREFIX,
     constraint_columns,
+    is_missing,
     metric_column,
     metric_columns,
     metric_name,
     param_columns,
 )
-from dse.results.dtypes import is_missing
 
 ELLIPSIS = "…"
 # Floats in this range read as whole numbers; beyond it, in exponent notation.

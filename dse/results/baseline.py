@@ -15,8 +15,7 @@ import numpy as np
 import optuna
 import pandas as pd
 
-from dse.core.columns import RELATIVE_SUFFIX, metric_column
-from dse.core.trial_record import StudyAttr, TrialAttr
+from dse.core import RELATIVE_SUFFIX, StudyAttr, TrialAttr, metric_column
 
 
 def relative_column(name: str) -> str:

@@ -12,19 +12,10 @@ from collections.abc import Sequence
 import optuna
 import pandas as pd
 
-from dse.core.columns import DUEL_COLUMN
-from dse.core.trial_record import StudyAttr
-from dse.measure.duel_stats import A_FASTER, TIE
+from dse.core import DUEL_COLUMN, StudyAttr
+from dse.measure import A_FASTER, TIE
 from dse.results.dtypes import text_column
-from dse.search.duel_records import (
-    DISTURBED,
-    FAILED,
-    DuelRecord,
-    MetricVerdict,
-    parse_cell,
-    read_records,
-    trial_cells,
-)
+from dse.search import DISTURBED, FAILED, DuelRecord, MetricVerdict, parse_cell, read_records, trial_cells
 
 #: Decided duels the campaign's line spells out; the others are counted.
 SHOWN_DECIDED = 3

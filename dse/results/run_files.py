@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 
 import optuna
 
-from dse.core.exceptions import DseError
+from dse.core import DseError
 from dse.results.baseline import baseline_ids, relative_to_baseline
-from dse.results.screening_summary import SCREENING_FILE, screening_summary
+from dse.results.screening_costs import SCREENING_FILE, screening_summary
 from dse.results.table import front_frame, portable_front, trials_frame
-from dse.util.atomic import atomic_write, atomic_write_text
+from dse.util import atomic_write, atomic_write_text
 
 if TYPE_CHECKING:
     from dse.storage import CampaignStorage
@@ -32,7 +32,7 @@ def write_results(study: optuna.Study | Sequence[optuna.Study], run_dir: Path,
     ``objectives`` to ``run_dir/pareto.csv`` (per device); returns both paths. A campaign of
     several devices also gets ``run_dir/portable.csv``: the architectures on more than one
     device's front. A campaign that screened candidates also gets ``run_dir/screening.json``
-    (:func:`dse.results.screening_summary.screening_summary`). Each file is replaced atomically, so a
+    (:func:`dse.results.screening_costs.screening_summary`). Each file is replaced atomically, so a
     dashboard or notebook reading them during a run never sees a partial file."""
     # Each objective also relative to the device's baseline (when the campaign has one).
     trials = relative_to_baseline(trials_frame(study), objectives, baseline_ids(study))

@@ -16,27 +16,26 @@ import numpy as np
 import optuna
 import pandas as pd
 
-from dse.core.columns import (
+from dse.core import (
     COST_COLUMNS,
+    METRICS,
     PARAM_PREFIX,
+    MetricSpec,
+    StudyAttr,
+    TrialAttr,
     blocks_front,
     competing_mask,
     constraint_column,
-    metric_column,
-)
-from dse.core.metrics import (
-    METRICS,
-    MetricSpec,
     current_constraint_text,
     current_metric_keys,
     current_metric_name,
     declare,
     find_metric,
+    metric_column,
 )
-from dse.core.trial_record import StudyAttr, TrialAttr
 from dse.results.dtypes import is_missing, text_column, typed_column
 from dse.results.duels import duel_columns
-from dse.search.pareto import front_mask
+from dse.search import front_mask
 
 # Candidate fields shown first, in this order; arch and knobs follow, then fields unknown to us.
 _LEADING_FIELDS = ("family", "backend", "precision", "batch_size")

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dse.core.exceptions import DseError
-from dse.core.trial_record import StudyAttr, TrialAttr
+from dse.core import DseError, StudyAttr, TrialAttr
 from dse.results.run_files import load_campaign
 
 if TYPE_CHECKING:

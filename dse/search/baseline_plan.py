@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dse.search.space import device_options, suggest_candidate
-from dse.spec import HardwareProfile, RangeParam, SearchSpace
-from dse.spec.models import BaselineSpec, DeploymentSpec, ParamSpec, Scalar
+from dse.spec import BaselineSpec, DeploymentSpec, HardwareProfile, ParamSpec, RangeParam, Scalar, SearchSpace
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -10,10 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dse.core.candidate import Candidate
-from dse.core.columns import blocks_front
-from dse.core.metrics import current_metric_keys, is_measured
-from dse.core.trial_record import TrialAttr
+from dse.core import Candidate, TrialAttr, blocks_front, current_metric_keys, is_measured
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -21,8 +18,7 @@ if TYPE_CHECKING:
     import optuna
 
     from dse.search.screening import FrontTracker
-    from dse.spec import HardwareProfile
-    from dse.spec.models import ConstraintSpec
+    from dse.spec import ConstraintSpec, HardwareProfile
 
 
 #: Proposals in a row of candidates already measured after which a profile's search stops (its

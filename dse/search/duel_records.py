@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from dse.core.trial_record import StudyAttr
-from dse.measure.duel_stats import A_FASTER, B_FASTER, TIE, Verdict
+from dse.core import StudyAttr
+from dse.measure import A_FASTER, B_FASTER, TIE, Verdict
 
 if TYPE_CHECKING:
     import optuna
 
-    from dse.util.dominance import Overrides
+    from dse.util import Overrides
 
 DuelStatus = Literal["measured", "disturbed", "failed"]
 MEASURED: DuelStatus = "measured"

@@ -10,9 +10,9 @@ import itertools
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
-from dse.core.exceptions import DeviceError
-from dse.farm.dispatcher import Done, Job
-from dse.measure.duel_stats import PairedRatio, verdict
+from dse.core import DeviceError
+from dse.farm import Done, Job
+from dse.measure import PairedRatio, verdict
 from dse.search.duel_records import (
     DISTURBED,
     FAILED,
@@ -22,8 +22,7 @@ from dse.search.duel_records import (
     store_record,
 )
 from dse.search.duels import THROUGHPUT, DuelPair, duel_quantile, pending_pairs
-from dse.trial.duel_window import DuelReport, DuelRequest
-from dse.trial.isolation import NodeLock, current_node_id
+from dse.trial import DuelReport, DuelRequest, NodeLock, current_node_id
 
 if TYPE_CHECKING:
     import optuna

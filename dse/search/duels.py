@@ -28,19 +28,25 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dse.core.candidate import Candidate
-from dse.core.columns import blocks_front
-from dse.core.metrics import Direction, current_constraint_text, current_metric_keys, metric
-from dse.core.trial_record import StudyAttr, TrialAttr
+from dse.core import (
+    Candidate,
+    Direction,
+    StudyAttr,
+    TrialAttr,
+    blocks_front,
+    current_constraint_text,
+    current_metric_keys,
+    metric,
+)
 from dse.search.duel_records import DISTURBED, read_records
 from dse.search.pareto import CI_COLUMNS, noise_aware_mask, pareto_mask
 from dse.search.second_looks import outranked
-from dse.util.order_statistics import percentile_quantile
+from dse.util import percentile_quantile
 
 if TYPE_CHECKING:
     import optuna
 
-    from dse.spec.duel_models import DuelSpec
+    from dse.spec import DuelSpec
 
 THROUGHPUT = "throughput_sps"
 
@@ -100,7 +106,7 @@ def planned_duel_seconds(spec: DuelSpec) -> float:
     median duel took 0.8-1.1 s on the development VM). One that goes on takes up to
     ``max_seconds`` and its warm-up; charging every duel that cap planned none in a small
     campaign."""
-    from dse.measure.duel import BLOCK_WARM_SHARE, WARMUP_MAX_S, WARMUP_SHARE
+    from dse.measure import BLOCK_WARM_SHARE, WARMUP_MAX_S, WARMUP_SHARE
 
     warm_up = min(WARMUP_MAX_S, WARMUP_SHARE * spec.max_seconds)
     rounds = spec.min_rounds * 2 * spec.block_seconds * (1 + BLOCK_WARM_SHARE)

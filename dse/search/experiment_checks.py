@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dse.plugins.samplers import SAMPLERS
+from dse.plugins import SAMPLERS
 from dse.search.baseline_plan import baseline_problems
-from dse.spec import RangeParam, SearchSpace
-from dse.spec.models import ParamSpec
+from dse.spec import ParamSpec, RangeParam, SearchSpace
 
 if TYPE_CHECKING:
     from dse.spec import Experiment

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from dse.core.exceptions import DseError
+from dse.core import DseError
 
 
 class FailureStops:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from dse.core.exceptions import Terminated
+from dse.core import Terminated
 
 # How often a wait looks whether a Ctrl-C was lost on its way (see interrupt_remembered).
 INTERRUPT_CHECK_S = 0.2

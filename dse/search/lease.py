@@ -28,7 +28,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-from dse.core.exceptions import DseError
+from dse.core import DseError
 
 EXPIRY_S = 60.0
 BEAT_S = 5.0

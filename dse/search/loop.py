@@ -22,11 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from dse.core.candidate import Candidate
-from dse.core.exceptions import Terminated
-from dse.core.measurement import Measurement
-from dse.core.trial_record import TrialAttr
-from dse.farm.dispatcher import Done, Job
+from dse.core import Candidate, Measurement, Terminated, TrialAttr
+from dse.farm import Done, Job
 from dse.search.candidate_space import space_counter
 from dse.search.device_search import DeviceSearch, KnownResult
 from dse.search.duel_records import read_records
@@ -36,8 +33,8 @@ from dse.search.screening import FrontTracker, fidelity_attrs, screening_request
 from dse.search.second_looks import look_is_slower, pending_second_looks
 from dse.search.space import suggest_candidate
 from dse.spec import Experiment
-from dse.trial.isolation import NodeLock, current_node_id
-from dse.util.atomic import atomic_write
+from dse.trial import NodeLock, current_node_id
+from dse.util import atomic_write
 
 if TYPE_CHECKING:
     import optuna
@@ -296,7 +293,7 @@ class SearchLoop:
     def _guarded(self) -> Iterator[StickyInterrupt]:
         """Ctrl-C and termination held as :class:`StickyInterrupt`, refused writes as DseError,
         and on any exception the trials this run left RUNNING failed (:meth:`_abandon`)."""
-        from dse.storage.write_failure import RESUME_ADVICE, refused_writes_as_errors
+        from dse.storage import RESUME_ADVICE, refused_writes_as_errors
 
         with StickyInterrupt() as interrupts, refused_writes_as_errors(self.run_dir, RESUME_ADVICE):
             self._interrupts = interrupts

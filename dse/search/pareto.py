@@ -16,18 +16,9 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from dse.core.columns import DUEL_COLUMN, competing_mask, metric_column
-from dse.core.metrics import Direction, metric
-from dse.core.trial_record import TrialAttr
+from dse.core import DUEL_COLUMN, Direction, TrialAttr, competing_mask, metric, metric_column
 from dse.search.duel_records import table_overrides
-from dse.util.dominance import (
-    Overrides,
-    exclusive_volume,
-    insert_nondominated,
-    nondominated,
-    undominated,
-    volume,
-)
+from dse.util import Overrides, exclusive_volume, insert_nondominated, nondominated, undominated, volume
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -22,12 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from dse.core.metrics import Direction, is_measured, metric
-from dse.core.trial_record import TrialAttr
+from dse.core import Direction, TrialAttr, is_measured, metric
 from dse.search.duel_records import DuelRecord, record_overrides
 from dse.search.pareto import CI_COLUMNS, noise_aware_mask
-from dse.spec.models import ConstraintSpec, ScreeningSpec
-from dse.trial.screening import FrontPoint, Screening
+from dse.spec import ConstraintSpec, ScreeningSpec
+from dse.trial import FrontPoint, Screening
 
 # The quantile behind each objective that has a confidence interval (CI_COLUMNS): the worker
 # times enough samples for that interval to exist.

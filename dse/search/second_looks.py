@@ -37,8 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dse.core.metrics import Direction, metric
-from dse.core.trial_record import StudyAttr, TrialAttr
+from dse.core import Direction, StudyAttr, TrialAttr, metric
 
 # Units of the metrics a slow spell of the machine scales: times, rates, energy per call.
 _SPEED_UNITS = frozenset({"ms", "s", "mJ"})

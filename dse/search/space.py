@@ -12,12 +12,10 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Protocol
 
-from dse.backends.capabilities import supports_device
-from dse.core.candidate import Candidate
-from dse.core.exceptions import SpecError
-from dse.models.sources import candidate_source
-from dse.spec import HardwareProfile, RangeParam, SearchSpace
-from dse.spec.models import ParamSpec
+from dse.backends import supports_device
+from dse.core import Candidate, SpecError
+from dse.models import candidate_source
+from dse.spec import HardwareProfile, ParamSpec, RangeParam, SearchSpace
 
 
 class Suggester(Protocol):

@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dse.core.exceptions import SpecError
-from dse.core.metrics import current_metric_name, metric
-from dse.core.trial_record import StudyAttr, TrialAttr
+from dse.core import SpecError, StudyAttr, TrialAttr, current_metric_name, metric
 from dse.search.baseline_plan import BaselinePlan, plan_baseline
 from dse.search.device_search import counts_toward_budget
 from dse.search.experiment_checks import search_problems

@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from dse.core.candidate import stable_hash
-from dse.core.metrics import former_metric_name
+from dse.core import former_metric_name, stable_hash
 from dse.spec import SearchSpace
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dse.core.trial_record import StudyAttr
+from dse.core import StudyAttr
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -24,14 +24,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import ValidationError
 
-from dse.core.candidate import Candidate
-from dse.core.exceptions import SpecError
-from dse.core.metrics import current_constraint_text, current_metric_name
-from dse.core.trial_record import StudyAttr, TrialAttr
+from dse.core import Candidate, SpecError, StudyAttr, TrialAttr, current_constraint_text, current_metric_name
 from dse.search.baseline_plan import baseline_problems, plan_baseline
 from dse.search.pareto import pareto_mask
 from dse.search.second_looks import outranked
-from dse.spec.models import BaselineSpec, HardwareProfile, SearchSpace, WarmStartSpec
+from dse.spec import BaselineSpec, HardwareProfile, SearchSpace, WarmStartSpec
 
 if TYPE_CHECKING:
     import optuna

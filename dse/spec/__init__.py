@@ -1,16 +1,25 @@
 """YAML specs: search spaces, hardware profiles, experiments."""
 
+from dse.spec.duel_models import DuelSpec
+from dse.spec.errors import cap_per_file
+from dse.spec.fields import Scalar
 from dse.spec.loading import (
     KINDS,
+    Evaluator,
     Experiment,
+    check_search_space,
     guess_kind,
     load_experiment_files,
     load_model,
+    load_profile,
+    read_experiment_files,
     read_yaml,
+    resolve_evaluator,
     write_schemas,
 )
 from dse.spec.models import (
     BackendSpec,
+    BaselineSpec,
     ConstraintSpec,
     DeploymentSpec,
     ExperimentSpec,
@@ -20,6 +29,7 @@ from dse.spec.models import (
     MeasureSpec,
     ModelSpec,
     ObjectiveSpec,
+    ParamSpec,
     RangeParam,
     SamplerSpec,
     ScreeningSpec,
@@ -27,13 +37,19 @@ from dse.spec.models import (
     SearchSpec,
     TrainingSpec,
     WarmStartSpec,
+    checked_values,
 )
+from dse.spec.near_names import allowed_hint
+from dse.spec.telemetry import entry_name, parse_entry
 
 __all__ = [
     "KINDS",
     "BackendSpec",
+    "BaselineSpec",
     "ConstraintSpec",
     "DeploymentSpec",
+    "DuelSpec",
+    "Evaluator",
     "Experiment",
     "ExperimentSpec",
     "FarmSpec",
@@ -42,16 +58,27 @@ __all__ = [
     "MeasureSpec",
     "ModelSpec",
     "ObjectiveSpec",
+    "ParamSpec",
     "RangeParam",
     "SamplerSpec",
+    "Scalar",
     "ScreeningSpec",
     "SearchSpace",
     "SearchSpec",
     "TrainingSpec",
     "WarmStartSpec",
+    "allowed_hint",
+    "cap_per_file",
+    "check_search_space",
+    "checked_values",
+    "entry_name",
     "guess_kind",
     "load_experiment_files",
     "load_model",
+    "load_profile",
+    "parse_entry",
+    "read_experiment_files",
     "read_yaml",
+    "resolve_evaluator",
     "write_schemas",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dse.core.exceptions import DseError
+from dse.core import DseError
 from dse.spec.experiment import output_folders
 from dse.spec.filesystem import folder_problem
 from dse.spec.models import ExperimentSpec, HardwareProfile, SearchSpace
@@ -40,7 +40,7 @@ def sampler_problems(path: Path, spec: ExperimentSpec) -> list[str]:
     """An option the chosen sampler does not read (``population_size`` for tpe), and one that
     leaves the sampler nothing to do within ``budget.trials`` (a first generation, or a random
     start, longer than the budget)."""
-    from dse.plugins.samplers import SAMPLERS
+    from dse.plugins import SAMPLERS
 
     sampler = spec.sampler
     takes = SAMPLERS[sampler.name].options
@@ -95,7 +95,7 @@ def _timer_check(path: Path, spec: ExperimentSpec,
 def _percentile_check(path: Path, spec: ExperimentSpec, space: SearchSpace) -> list[str]:
     """A latency percentile that an objective or constraint uses needs enough samples for its
     confidence interval, and max_iters must allow them."""
-    from dse.util.order_statistics import percentile_quantile, samples_for_ci
+    from dse.util import percentile_quantile, samples_for_ci
 
     metrics = [o.metric for o in space.objectives] + [c.metric for c in space.constraints]
     measure = spec.measurement.for_metrics(metrics)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from dse.spec.models import ExperimentSpec, HardwareProfile, SearchSpace
 
 if TYPE_CHECKING:
-    from dse.core.candidate import Candidate
+    from dse.core import Candidate
     from dse.storage import CampaignStorage
 
 # A custom evaluator: measures a candidate on the driver's machine, returns metric -> value.

@@ -346,7 +346,7 @@ class MeasureSpec(Strict):
             return self
         # Here, and only for percentiles named: the statistics import scipy (half a second),
         # which loading a spec should not.
-        from dse.util.order_statistics import percentile_quantile, samples_for_ci
+        from dse.util import percentile_quantile, samples_for_ci
 
         for name in self.percentiles:
             needed = samples_for_ci(percentile_quantile(name))
@@ -369,7 +369,7 @@ class MeasureSpec(Strict):
 
     def required_quantiles(self) -> tuple[float, ...]:
         """The quantiles of :attr:`percentiles` (p50 alone where none are set)."""
-        from dse.util.order_statistics import percentile_quantile
+        from dse.util import percentile_quantile
 
         return tuple(percentile_quantile(name) for name in self.percentiles or ["p50"])
 
@@ -382,7 +382,7 @@ class MeasureSpec(Strict):
     def latency_arguments(self) -> dict[str, Any]:
         """The keyword arguments of ``dse.measure_latency`` that this protocol sets: one mapping
         from the YAML to the harness, for every caller that times a candidate under it."""
-        from dse.util.order_statistics import percentile_quantile
+        from dse.util import percentile_quantile
 
         return {"target_rel_ci": self.target_rel_ci, "min_iters": self.min_iters,
                 "max_iters": self.max_iters, "min_seconds": self.min_seconds,

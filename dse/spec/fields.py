@@ -43,31 +43,31 @@ class _RegisteredNames:
 
 
 def _backend_names() -> tuple[str, ...]:
-    from dse.plugins.backends import backend_names
+    from dse.plugins import backend_names
 
     return backend_names()
 
 
 def _probe_names() -> tuple[str, ...]:
-    from dse.plugins.probes import probe_names
+    from dse.plugins import probe_names
 
     return probe_names()
 
 
 def _family_names() -> tuple[str, ...]:
-    from dse.plugins.families import family_names
+    from dse.plugins import family_names
 
     return family_names()
 
 
 def _dataset_names() -> tuple[str, ...]:
-    from dse.plugins.datasets import dataset_names
+    from dse.plugins import dataset_names
 
     return dataset_names()
 
 
 def _sampler_names() -> tuple[str, ...]:
-    from dse.plugins.samplers import sampler_names
+    from dse.plugins import sampler_names
 
     return sampler_names()
 

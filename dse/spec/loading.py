@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from dse.core.exceptions import SpecError
+from dse.core import SpecError
 from dse.spec.bounded_yaml import MAX_FILE_BYTES, LimitExceeded, SpecLoader
 from dse.spec.cross_checks import experiment_problems
 from dse.spec.errors import describe_validation_error, describe_yaml_error

@@ -15,14 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from dse.core.metrics import (
-    METRICS,
-    RENAMED_METRICS,
-    Direction,
-    MetricSpec,
-    current_metric_name,
-    value_range,
-)
+from dse.core import METRICS, RENAMED_METRICS, Direction, MetricSpec, current_metric_name, value_range
 from dse.spec.fields import (
     NAME_PATTERN,
     BackendName,

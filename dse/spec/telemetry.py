@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from dse.plugins.probes import PROBES
+from dse.plugins import PROBES
 from dse.spec.near_names import allowed_hint, close_names, did_you_mean
 
 _SHAPE = "expected a probe name or a one-key mapping {probe: {setting: value, ...}}"

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 from urllib.parse import quote, urlsplit
 
-from dse.core.exceptions import DseError
+from dse.core import DseError
 
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
@@ -331,7 +331,7 @@ class CampaignStorage:
     def remember(self) -> None:
         """Write the run folder's ``storage.json``; DseError when the folder's campaign already
         lives in another kind of storage (its trials would be left behind)."""
-        from dse.util.atomic import atomic_write_text
+        from dse.util import atomic_write_text
 
         recorded = recorded_setting(self.run_dir)
         if recorded is not None and _kind_of(recorded) != self.kind:

@@ -8,7 +8,7 @@ import json
 import sqlite3
 from typing import TYPE_CHECKING
 
-from dse.core.exceptions import DseError
+from dse.core import DseError
 
 if TYPE_CHECKING:
     from dse.storage.campaign import CampaignStorage

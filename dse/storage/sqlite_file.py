@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import quote
 
-from dse.core.exceptions import DseError
+from dse.core import DseError
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 MOVE_AWAY = "move it away to start the campaign afresh, or restore it from a backup"

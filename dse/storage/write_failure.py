@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from dse.core.exceptions import DseError
+from dse.core import DseError
 
 REFUSED = {
     errno.ENOSPC: "no space left on device",

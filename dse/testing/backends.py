@@ -35,13 +35,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dse.accuracy import TrainedModel, load_digits_split, train_or_load
-from dse.accuracy.digits import DigitsSplit
+from dse.accuracy import DigitsSplit, TrainedModel, load_digits_split, train_or_load
 from dse.artifacts import Artifact, ArtifactCache, build_artifact
 from dse.backends import PROVENANCE_KEYS, Backend, Runner, get_backend, supports
-from dse.core.candidate import Candidate
-from dse.core.exceptions import BuildError
-from dse.plugins.backends import DEVICE_KINDS, PRECISIONS, declaration
+from dse.core import BuildError, Candidate
+from dse.plugins import DEVICE_KINDS, PRECISIONS, declaration
 from dse.spec import HardwareProfile, TrainingSpec
 
 __all__ = [

@@ -28,15 +28,7 @@ import time
 
 import pytest
 
-from dse.measure.telemetry import (
-    PROBES,
-    Probe,
-    ProbeResult,
-    ProbeSettings,
-    Trace,
-    Window,
-    make_probe,
-)
+from dse.measure import PROBES, Probe, ProbeResult, ProbeSettings, Trace, Window, make_probe
 
 __all__ = ["ProbeSuite"]
 

@@ -14,8 +14,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from dse.core.metrics import METRICS
-from dse.core.trial_record import StudyAttr, TrialAttr
+from dse.core import METRICS, StudyAttr, TrialAttr
 
 EXAMPLE_OBJECTIVES = ("accuracy", "latency_p99_ms")
 EXAMPLE_CONSTRAINT = "process_rss_peak_mb <= 4096"

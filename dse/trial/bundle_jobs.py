@@ -16,22 +16,18 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from dse.accuracy.agreement import non_finite
-from dse.artifacts import Artifact
-from dse.artifacts.fingerprint import device_fingerprint
-from dse.backends import get_backend
-from dse.backends.base import default_threads, thread_knob
-from dse.core.candidate import Candidate
-from dse.core.exceptions import BuildError
-from dse.deploy.exported import CarriedData, ExportedModel, VerifyRequest
-from dse.deploy.layout import MAX_SAMPLES
-from dse.models.sources import model_source
+from dse.accuracy import non_finite
+from dse.artifacts import Artifact, device_fingerprint
+from dse.backends import default_threads, get_backend, thread_knob
+from dse.core import BuildError, Candidate
+from dse.deploy import MAX_SAMPLES, CarriedData, ExportedModel, VerifyRequest
+from dse.models import model_source
 from dse.trial.candidate_model import CandidateModel
 from dse.trial.prepare import PreparedCandidate, deploy_model
 
 if TYPE_CHECKING:
-    from dse.measure.run_to_run import RunToRun
-    from dse.plugins.backends import ArtifactFormat
+    from dse.measure import RunToRun
+    from dse.plugins import ArtifactFormat
     from dse.spec import HardwareProfile
 
 

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dse.core.exceptions import MeasurementError
-from dse.measure.run_to_run import RunToRun, estimate
+from dse.core import MeasurementError
+from dse.measure import RunToRun, estimate
 from dse.spec import HardwareProfile, MeasureSpec
 
 #: The workloads: (runtime, CNN architecture, batch). Chosen apart from the benchmark's artifacts
@@ -47,7 +47,7 @@ def _workloads(profile: HardwareProfile, folder: Path) -> dict[str, tuple[str, s
     """Build the reference workloads this device runs: name -> (runtime, file, input shape)."""
     import torch
 
-    from dse.artifacts.onnx_export import export_onnx
+    from dse.artifacts import export_onnx
     from dse.models import get_family
 
     family = get_family("cnn")

@@ -44,8 +44,7 @@ def measure_workloads(request: dict[str, Any]) -> dict[str, dict[str, float]]:
     """Every workload of ``request`` measured once, in order: its percentiles in ms."""
     import torch
 
-    from dse.measure import measure_latency
-    from dse.measure.stats import PERCENTILES
+    from dse.measure import PERCENTILES, measure_latency
     from dse.spec import MeasureSpec
 
     torch.set_num_threads(1)

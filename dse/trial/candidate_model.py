@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dse.accuracy.agreement import non_finite
-from dse.core.exceptions import BuildError
+from dse.accuracy import non_finite
+from dse.core import BuildError
 
 if TYPE_CHECKING:
     from dse.artifacts import Artifact
-    from dse.core.candidate import Candidate
+    from dse.core import Candidate
 
 # The most inputs a build calibrates on (int8 ranges, say): the first of the training split, or of
 # the stand-in inputs when the model has no dataset.

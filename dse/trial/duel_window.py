@@ -13,9 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dse.core.candidate import Candidate
-from dse.measure.duel import DuelRun, run_duel
-from dse.measure.telemetry import Probe
+from dse.core import Candidate
+from dse.measure import DuelRun, Probe, run_duel
 from dse.spec import MeasureSpec, TrainingSpec
 from dse.trial.telemetry_window import TelemetryWindow
 

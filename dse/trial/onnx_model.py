@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dse.accuracy import PROXIES, predict_batches
-from dse.accuracy.datasets import load_split, synthetic_inputs
+from dse.accuracy import PROXIES, load_split, predict_batches, synthetic_inputs
 from dse.artifacts import ArtifactCache, build_file_artifact
-from dse.core.exceptions import BuildError
-from dse.models.sources import source_dataset
+from dse.core import BuildError
+from dse.models import source_dataset
 from dse.trial.candidate_model import (
     CALIBRATION_IMAGES,
     ArchFailure,
@@ -23,14 +22,14 @@ from dse.trial.candidate_model import (
 )
 
 if TYPE_CHECKING:
-    from dse.core.candidate import Candidate
+    from dse.core import Candidate
     from dse.spec import TrainingSpec
 
 
 def onnx_file_model(candidate: Candidate, training: TrainingSpec, cache: ArtifactCache) -> CandidateModel:
     """The user's ONNX file, deployed as it is: no training, and its fp32 outputs from ONNX
     Runtime's CPU provider are the reference."""
-    from dse.models.onnx_file import onnx_input
+    from dse.models import onnx_input
 
     path = Path(str(candidate.model.get("onnx", "")))
     # The file's own failures (unreadable, not loadable, no dataset fit, non-finite outputs) are

@@ -15,15 +15,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dse.accuracy import fidelity_metrics, predict_batches
-from dse.accuracy.agreement import non_finite
-from dse.accuracy.user_evaluator import DeployedModel, run_user_evaluator
+from dse.accuracy import DeployedModel, fidelity_metrics, non_finite, predict_batches, run_user_evaluator
 from dse.artifacts import Artifact, ArtifactCache
 from dse.backends import Runner, get_backend, supports_device
-from dse.core.exceptions import BuildError
-from dse.measure.footprint import rss_bytes, trim_heap
-from dse.models.family import ModelFamily
-from dse.models.sources import is_onnx_source, load_function, model_source
+from dse.core import BuildError
+from dse.measure import rss_bytes, trim_heap
+from dse.models import ModelFamily, is_onnx_source, load_function, model_source
 from dse.trial.candidate_model import (
     ArchFailure,
     CandidateModel,
@@ -36,7 +33,7 @@ from dse.trial.torch_model import torch_model
 
 if TYPE_CHECKING:
     from dse.backends import Backend
-    from dse.core.candidate import Candidate
+    from dse.core import Candidate
     from dse.spec import HardwareProfile, TrainingSpec
 
 
@@ -163,7 +160,7 @@ def _graph_metrics(model: CandidateModel, batch_size: int, missing: dict[str, st
     """MACs, FLOPs and bytes of the model's ONNX graph at the candidate's batch size (per sample
     where that is what compares across batch sizes); missing, with why, when the graph has none.
     ``params_m`` of an ONNX file comes from here too (a family's is its torch module's)."""
-    from dse.models.graph_stats import graph_stats
+    from dse.models import graph_stats
 
     names = ("macs_m", "flops_m", "weight_mb", "activation_mb", "arithmetic_intensity")
     if model.graph is None:

@@ -12,10 +12,10 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from dse.core.metrics import is_measured
-from dse.measure.stats import samples_for_ci
+from dse.core import is_measured
+from dse.measure import samples_for_ci
 from dse.spec import MeasureSpec
-from dse.util.dominance import dominates
+from dse.util import dominates
 
 
 @dataclass(frozen=True)

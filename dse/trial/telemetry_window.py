@@ -6,8 +6,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from dse.measure.measurement_quality import disturbed
-from dse.measure.telemetry import Probe, ProbeResult, Trace, Window
+from dse.measure import Probe, ProbeResult, Trace, Window, disturbed
 
 if TYPE_CHECKING:
     from dse.spec import InterferenceSpec

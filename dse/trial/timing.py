@@ -13,21 +13,27 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
-from dse.core.candidate import Candidate
-from dse.core.measurement import Measurement
-from dse.measure.footprint import model_footprint_mb, rss_bytes, trim_heap
-from dse.measure.harness import measure_latency
-from dse.measure.measurement_quality import measurement_quality
-from dse.measure.remeasure import next_run
-from dse.measure.scenarios import measure_offline, measure_sustained
-from dse.measure.stats import PERCENTILES, LatencyStats, drift_pct
-from dse.measure.telemetry import Probe
+from dse.core import Candidate, Measurement
+from dse.measure import (
+    PERCENTILES,
+    LatencyStats,
+    Probe,
+    drift_pct,
+    measure_latency,
+    measure_offline,
+    measure_sustained,
+    measurement_quality,
+    model_footprint_mb,
+    next_run,
+    rss_bytes,
+    trim_heap,
+)
 from dse.spec import MeasureSpec
 from dse.trial.telemetry_window import TelemetryWindow
 
 if TYPE_CHECKING:
     # Only for the annotations: prepare pulls in torch-side modules the actor loads lazily.
-    from dse.measure.run_to_run import RunToRun
+    from dse.measure import RunToRun
     from dse.trial.prepare import PreparedCandidate
 
 

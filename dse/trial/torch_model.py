@@ -9,12 +9,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dse.accuracy import PROXIES, initial_module, proxy_scores, reference_logits, train_or_load
-from dse.accuracy.datasets import load_split, synthetic_inputs
-from dse.artifacts import ArtifactCache, build_artifact
-from dse.artifacts.artifact import fp32_onnx
-from dse.core.metrics import is_measured
-from dse.models.sources import FACTORY_PREFIX, model_source, source_dataset
+from dse.accuracy import (
+    PROXIES,
+    initial_module,
+    load_split,
+    proxy_scores,
+    reference_logits,
+    synthetic_inputs,
+    train_or_load,
+)
+from dse.artifacts import ArtifactCache, build_artifact, fp32_onnx
+from dse.core import is_measured
+from dse.models import FACTORY_PREFIX, model_source, source_dataset
 from dse.trial.candidate_model import (
     CALIBRATION_IMAGES,
     ArchFailure,
@@ -23,8 +29,8 @@ from dse.trial.candidate_model import (
 )
 
 if TYPE_CHECKING:
-    from dse.core.candidate import Candidate
-    from dse.models.sources import ModelSource
+    from dse.core import Candidate
+    from dse.models import ModelSource
     from dse.spec import TrainingSpec
 
 # As the proxies' benchmark scored them (benchmarks/proxy_correlation.py).

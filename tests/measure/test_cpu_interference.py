@@ -15,7 +15,7 @@ import yaml
 
 from dse.core.candidate import Candidate
 from dse.farm.worker import DeviceWorker
-from dse.measure.measurement_quality import disturbed
+from dse.measure.quality_labels import disturbed
 from dse.measure.telemetry import Trace, Window
 from dse.measure.telemetry.base import ProbeResult
 from dse.measure.telemetry.cpu_interference import (

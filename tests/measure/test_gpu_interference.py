@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dse.measure.measurement_quality import disturbed
+from dse.measure.quality_labels import disturbed
 from dse.measure.telemetry import PROBES, ProbeResult, Trace, Window, make_probe
 from dse.measure.telemetry.gpu_interference import GpuInterferenceProbe
 from dse.spec.models import InterferenceSpec

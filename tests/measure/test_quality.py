@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dse.measure.measurement_quality import UNSTABLE_SHIFT_PCT, disturbed, measurement_quality, unstable
+from dse.measure.quality_labels import UNSTABLE_SHIFT_PCT, disturbed, measurement_quality, unstable
 from dse.measure.stats import summarize
 from dse.measure.telemetry import ProbeResult
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dse.measure.measurement_quality import imprecise, measurement_quality
+from dse.measure.quality_labels import imprecise, measurement_quality
 from dse.measure.remeasure import IMPRECISE, INTERFERENCE, UNDERPOWERED, next_run
 from dse.measure.stats import summarize
 from dse.spec import InterferenceSpec, MeasureSpec

@@ -12,7 +12,7 @@ import yaml
 
 from dse.core.candidate import Candidate
 from dse.farm.worker import DeviceWorker
-from dse.measure.measurement_quality import disturbed
+from dse.measure.quality_labels import disturbed
 from dse.measure.telemetry import Window
 from dse.measure.telemetry.base import ProbeResult
 from dse.measure.telemetry.speed_canary import LOOP, REPEATS, SpeedCanaryProbe

@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from dse.artifacts.onnx_export import export_onnx
 from dse.artifacts.quantize import quantize_int8
 from dse.models import get_family, op_costs
-from dse.models.graph_stats import graph_stats
+from dse.models.graph_statistics import graph_stats
 
 if TYPE_CHECKING:
     import torch
@@ -309,7 +309,7 @@ def test_docstring_names_every_op_with_a_rule() -> None:
 
 
 def test_importing_the_module_does_not_import_onnx() -> None:
-    code = "import sys, dse.models.graph_stats; assert 'onnx' not in sys.modules"
+    code = "import sys, dse.models.graph_statistics; assert 'onnx' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -37,8 +37,8 @@ from dse.backends.base import (
 from dse.backends.executorch.converter import INT8_SCHEME, convert
 from dse.backends.executorch.plan import read_delegation
 from dse.backends.executorch.profiler import PROFILER as EXECUTORCH_PROFILER
-from dse.core.exceptions import BuildError
-from dse.plugins.backends import BackendDeclaration, Capability, Conversion, Standalone
+from dse.core import BuildError
+from dse.plugins import BackendDeclaration, Capability, Conversion, Standalone
 
 if TYPE_CHECKING:
     from dse.artifacts import Artifact

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from dse.backends.base import first_error_line, flag_knob
-from dse.core.exceptions import BuildError
-from dse.plugins.backends import ConversionRequest
+from dse.core import BuildError
+from dse.plugins import ConversionRequest
 
 # The precisions the conversion makes; the capability entries say why the others are refused.
 CONVERTED_PRECISIONS = ("fp32", "fp16", "int8")

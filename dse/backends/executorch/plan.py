@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dse.backends.base import delegation_entries, first_error_line
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 # Instructions of this namespace are the runtime's bookkeeping (views over planned memory, symbolic
 # sizes, scalar arithmetic), not operators computed outside the delegate.

@@ -31,7 +31,7 @@ from typing import Any
 
 from dse.backends.op_profile import OpProfile, OpRecord, ProfilerMissing, timed_runs
 from dse.backends.op_trace import TimedOp, op_event, run_event, write_trace
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 PROFILER = "ExecuTorch ETDump (event tracer)"
 RAW_FILE = "executorch.etdump"

@@ -47,8 +47,8 @@ from dse.backends.base import (
 )
 from dse.backends.litert.converter import CONVERTER_DISTRIBUTIONS, SCHEMES, convert_to_tflite
 from dse.backends.litert.profiler import PROFILER as LITERT_PROFILER
-from dse.core.exceptions import BuildError
-from dse.plugins.backends import BackendDeclaration, Capability, Conversion, Standalone
+from dse.core import BuildError
+from dse.plugins import BackendDeclaration, Capability, Conversion, Standalone
 
 if TYPE_CHECKING:
     from dse.artifacts import Artifact

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from dse.backends.op_profile import ProfilerMissing
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 DISTRIBUTION = "ai-edge-litert"
 CHECKED_RELEASE = "2.3"  # major.minor whose ProfiledEventData layout was checked (see module)

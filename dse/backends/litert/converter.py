@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from dse.backends.base import first_error_line
-from dse.core.exceptions import BuildError
-from dse.plugins.backends import ConversionRequest
+from dse.core import BuildError
+from dse.plugins import ConversionRequest
 
 # The distributions the converted file depends on (the cache key holds their versions).
 CONVERTER_DISTRIBUTIONS = ("ai-edge-litert", "litert-torch", "litert-converter", "ai-edge-quantizer",

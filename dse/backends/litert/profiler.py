@@ -34,7 +34,7 @@ import numpy as np
 from dse.backends.litert.capi import DISTRIBUTION, Event, ProfiledModel, release
 from dse.backends.op_profile import OpProfile, OpRecord, timed_runs
 from dse.backends.op_trace import TimedOp, op_event, run_event, write_json, write_trace
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 PROFILER = "LiteRT profiler (CompiledModel C API: builtin ops and XNNPACK's per-operator times)"
 RAW_FILE = "litert-profile-events.json"

@@ -32,8 +32,8 @@ from dse.backends.capabilities import FP8_CC
 from dse.backends.onnxruntime.placement import CPU_PROVIDER, Placement, check_placement, profile_first_run
 from dse.backends.onnxruntime.profiler import PROFILER as ORT_PROFILER
 from dse.backends.onnxruntime.profiler import profile_ort_runner
-from dse.core.exceptions import BuildError
-from dse.plugins.backends import BackendDeclaration, Capability, Standalone
+from dse.core import BuildError
+from dse.plugins import BackendDeclaration, Capability, Standalone
 
 if TYPE_CHECKING:
     from dse.artifacts import Artifact

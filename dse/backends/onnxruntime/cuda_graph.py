@@ -24,7 +24,7 @@ import numpy as np
 
 from dse.backends.base import Runner, padded_batch
 from dse.backends.onnxruntime.backend import OrtRunner
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dse.artifacts.fingerprint import TENSORRT_DISTRIBUTIONS, device_cache_root
+from dse.artifacts import TENSORRT_DISTRIBUTIONS, device_cache_root
 from dse.backends.backend_registry import register_backend
 from dse.backends.base import Backend, Runner, flag_knob
 from dse.backends.capabilities import NO_GPU, gpu_runtime, supports
@@ -42,9 +42,8 @@ from dse.backends.onnxruntime.backend import (
 from dse.backends.onnxruntime.placement import TENSORRT_PROVIDER
 from dse.backends.onnxruntime.profiler import PROFILER as ORT_PROFILER
 from dse.backends.onnxruntime.profiler import profile_ort_runner
-from dse.core.candidate import stable_hash
-from dse.core.exceptions import BuildError
-from dse.plugins.backends import BackendDeclaration, Capability, Standalone
+from dse.core import BuildError, stable_hash
+from dse.plugins import BackendDeclaration, Capability, Standalone
 
 if TYPE_CHECKING:
     from dse.artifacts import Artifact
@@ -88,7 +87,7 @@ def tensorrt_cache_dir(root: Path | None = None) -> Path:
     The fingerprint names the GPU, driver, CUDA, TensorRT and ONNX Runtime versions, so engines
     built for another GPU or release are never found, let alone loaded.
     """
-    from dse.artifacts.fingerprint import device_fingerprint, fingerprint_id
+    from dse.artifacts import device_fingerprint, fingerprint_id
 
     base = device_cache_root() if root is None else root
     return base / "ort-trt" / fingerprint_id(device_fingerprint())

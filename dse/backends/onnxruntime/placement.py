@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 CPU_PROVIDER = "CPUExecutionProvider"
 TENSORRT_PROVIDER = "TensorrtExecutionProvider"

@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dse.backends.op_profile import OpProfile, OpRecord, ProfileRequest, ProfilerMissing, timed_runs
-from dse.models.graph_stats import NodeCost, node_costs
-from dse.models.op_costs import FUSED_BASE_OPS, TypedShape, cost_from_shapes
+from dse.models import FUSED_BASE_OPS, NodeCost, TypedShape, cost_from_shapes, node_costs
 
 PROFILER = "onnxruntime node profiling"
 RAW_FILE = "onnxruntime-profile.json"

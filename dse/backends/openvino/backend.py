@@ -54,8 +54,8 @@ from dse.backends.openvino.kernels import (
     precision_counts,
 )
 from dse.backends.openvino.runner import OpenVinoRunner, in_effect
-from dse.core.exceptions import BuildError
-from dse.plugins.backends import BackendDeclaration, Capability, Standalone
+from dse.core import BuildError
+from dse.plugins import BackendDeclaration, Capability, Standalone
 
 if TYPE_CHECKING:
     from dse.artifacts import Artifact

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dse.backends.base import Runner
 from dse.backends.bundle_extras import BundleExtras
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 
 def openvino_bundle_extras(runner: Runner) -> BundleExtras:

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 # Node types (as OpenVINO's CPU plugin names them after its transformations; prefixes, since the
 # quantized forms get suffixes such as ``FullyConnectedQuantizedLegacy``) that carry the model's

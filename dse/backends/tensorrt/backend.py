@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dse.artifacts.cache import ArtifactCache
-from dse.artifacts.fingerprint import TENSORRT_DISTRIBUTIONS, device_fingerprint, fingerprint_id
+from dse.artifacts import TENSORRT_DISTRIBUTIONS, ArtifactCache, device_fingerprint, fingerprint_id
 from dse.backends.backend_registry import register_backend
 from dse.backends.base import Backend, Runner, default_threads, padded_batch
 from dse.backends.capabilities import BF16_CC, FP8_CC, NO_GPU, gpu_runtime
@@ -46,8 +45,8 @@ from dse.backends.tensorrt.settings import (
     timing_cache_key,
 )
 from dse.backends.tensorrt.version import TensorRTVersion, import_tensorrt, parse_version
-from dse.core.exceptions import BuildError
-from dse.plugins.backends import BackendDeclaration, Capability, Standalone
+from dse.core import BuildError
+from dse.plugins import BackendDeclaration, Capability, Standalone
 
 if TYPE_CHECKING:
     from dse.artifacts import Artifact

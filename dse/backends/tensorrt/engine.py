@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dse.artifacts.cache import ArtifactCache
+from dse.artifacts import ArtifactCache
 from dse.backends.tensorrt.settings import EngineSettings, profile_shapes_batch
-from dse.core.exceptions import BuildError
-from dse.util.atomic import atomic_write
+from dse.core import BuildError
+from dse.util import atomic_write
 
 _LOG = logging.getLogger("dse.backends.tensorrt.backend")
 _LOGGER: Any = None

@@ -30,7 +30,7 @@ from typing import Any
 
 from dse.backends.op_profile import OpProfile, OpRecord, timed_runs
 from dse.backends.op_trace import TimedOp, sequential_events, write_json, write_trace
-from dse.util.atomic import atomic_write_text
+from dse.util import atomic_write_text
 
 LAYER_TIMES_FILE = "tensorrt-layer-times.json"
 ENGINE_INFO_FILE = "tensorrt-engine-information.json"

@@ -29,7 +29,7 @@ import numpy as np
 from dse.backends.base import Runner
 from dse.backends.tensorrt.engine import BuildPlan, one_line, trt_logger
 from dse.backends.tensorrt.settings import torch_dtype_name
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 if TYPE_CHECKING:
     import torch

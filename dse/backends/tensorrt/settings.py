@@ -12,11 +12,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from dse.artifacts.fingerprint import device_cache_root
+from dse.artifacts import device_cache_root
 from dse.backends.base import flag_knob
 from dse.backends.capabilities import CAPABILITIES
 from dse.backends.tensorrt.version import TensorRTVersion
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 KNOBS = frozenset({"workspace_mb", "builder_optimization_level", "builder_threads", "tf32",
                    "strongly_typed", "cuda_graph"})

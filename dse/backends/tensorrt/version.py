@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 SUPPORTED_MAJORS = (10, 11)
 INSTALL_HINT = ("install TensorRT's Python bindings: on Jetson, JetPack's python3-libnvinfer "

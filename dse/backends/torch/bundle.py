@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from dse.backends.base import Runner, first_error_line
 from dse.backends.bundle_extras import BundleExtras
 from dse.backends.torch.common import TorchRunner, input_dtype, placed_module
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 if TYPE_CHECKING:
     import torch

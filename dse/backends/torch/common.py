@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dse.artifacts.artifact import TORCH_DTYPES
+from dse.artifacts import TORCH_DTYPES
 from dse.backends.base import Backend, Runner, bound_batch, default_threads, thread_knob
 from dse.backends.capabilities import BF16_CC, CAPABILITIES, TRITON_CC
 from dse.backends.torch.sdpa_knob import attention_kernel, check_kernel_device, kernel_context
-from dse.core.exceptions import BuildError
-from dse.plugins.backends import Capability, Standalone
+from dse.core import BuildError
+from dse.plugins import Capability, Standalone
 
 if TYPE_CHECKING:
     import torch

@@ -27,8 +27,8 @@ from dse.backends.torch.common import (
 from dse.backends.torch.profiler import PROFILER as TORCH_PROFILER
 from dse.backends.torch.profiler import profile_torch_runner
 from dse.backends.torch.sdpa_knob import attention_kernel, check_module_honours
-from dse.core.exceptions import BuildError
-from dse.plugins.backends import BackendDeclaration
+from dse.core import BuildError
+from dse.plugins import BackendDeclaration
 
 if TYPE_CHECKING:
     import torch

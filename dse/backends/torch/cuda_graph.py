@@ -23,7 +23,7 @@ import numpy as np
 from dse.backends.base import Runner, padded_batch
 from dse.backends.torch.common import Placement, TorchRunner
 from dse.backends.torch.sdpa_knob import kernel_context
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 if TYPE_CHECKING:
     import torch

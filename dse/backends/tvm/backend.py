@@ -37,9 +37,9 @@ from dse.backends.capabilities import NO_GPU, gpu_runtime
 from dse.backends.onnxruntime.backend import onnx_path
 from dse.backends.tvm.threads import POOL_LOCK, allow_threads, set_threads, threads_in_effect
 from dse.backends.tvm.tuning import TuningKey, apply_database, tuned_database
-from dse.core.exceptions import BuildError
-from dse.models.sources import file_sha256
-from dse.plugins.backends import BackendDeclaration, Capability, Standalone
+from dse.core import BuildError
+from dse.models import file_sha256
+from dse.plugins import BackendDeclaration, Capability, Standalone
 
 if TYPE_CHECKING:
     from dse.artifacts import Artifact

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dse.backends.bundle_extras import BundleExtras
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 # The bundle's library file, under its model/ folder.
 LIBRARY = "model.so"

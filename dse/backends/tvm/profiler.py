@@ -32,7 +32,7 @@ from typing import Any
 
 from dse.backends.op_profile import OpProfile, OpRecord, timed_runs
 from dse.backends.op_trace import TimedOp, op_event, run_event, write_json, write_trace
-from dse.util.atomic import atomic_write_text
+from dse.util import atomic_write_text
 
 CALLS_FILE = "tvm-vm-calls.json"
 TABLE_FILE = "tvm-vm-profile.csv"

@@ -7,7 +7,7 @@ import os
 import threading
 from typing import Any
 
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 # One compile or run at a time sets the pool for its runner.
 POOL_LOCK = threading.Lock()

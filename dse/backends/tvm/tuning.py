@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dse.artifacts.cache import ArtifactCache
-from dse.artifacts.fingerprint import device_cache_root, device_fingerprint, fingerprint_id
-from dse.core.exceptions import BuildError
+from dse.artifacts import ArtifactCache, device_cache_root, device_fingerprint, fingerprint_id
+from dse.core import BuildError
 
 TUNING_SUBFOLDER = "tvm-tuning"
 # Candidates MetaSchedule proposes per round (at most the per-task budget).

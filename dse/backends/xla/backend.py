@@ -35,9 +35,9 @@ from dse.backends.xla.bundle import XLA_STANDALONE
 from dse.backends.xla.capability import xla_capability
 from dse.backends.xla.device import xla_device
 from dse.backends.xla.profiler import PROFILER as XLA_PROFILER
-from dse.core.exceptions import BuildError
-from dse.plugins.backends import BackendDeclaration
-from dse.util.atomic import atomic_write_text
+from dse.core import BuildError
+from dse.plugins import BackendDeclaration
+from dse.util import atomic_write_text
 
 if TYPE_CHECKING:
     import jax

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dse.backends.bundle_extras import BundleExtras
-from dse.core.exceptions import BuildError
-from dse.plugins.backends import Standalone
+from dse.core import BuildError
+from dse.plugins import Standalone
 
 if TYPE_CHECKING:
     from dse.backends.xla.backend import XlaSettings

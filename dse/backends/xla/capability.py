@@ -4,7 +4,7 @@ capability entries."""
 from __future__ import annotations
 
 from dse.backends.capabilities import BF16_CC
-from dse.plugins.backends import Capability
+from dse.plugins import Capability
 
 
 def xla_capability(precision: str, kind: str) -> Capability:

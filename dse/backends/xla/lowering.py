@@ -20,7 +20,7 @@ from onnx import numpy_helper
 
 from dse.backends.xla.ops import OPS, conv
 from dse.backends.xla.values import Node, Value
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 # --- the graph -----------------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from dse.backends.xla.values import (
     wrap,
     xp_for,
 )
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 # --- elementwise ---------------------------------------------------------------------------------
 

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from dse.backends.op_profile import OpProfile, OpRecord, ProfilerMissing, timed_runs
-from dse.core.exceptions import BuildError
-from dse.util.atomic import atomic_write_text
+from dse.core import BuildError
+from dse.util import atomic_write_text
 
 PROFILER = "jax.profiler trace (XLA CPU thunk events per HLO instruction)"
 TRACE_FILE = "trace.json"

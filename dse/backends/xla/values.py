@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from dse.core.exceptions import BuildError
+from dse.core import BuildError
 
 # A value flowing along an edge: numpy when known at trace time, else a jax array (a tracer).
 Value: TypeAlias = np.ndarray | jax.Array

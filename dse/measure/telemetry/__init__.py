@@ -21,7 +21,7 @@ from dse.measure.telemetry.base import (
     register_probe,
 )
 from dse.measure.telemetry.entries import make_probe, make_probes
-from dse.spec.telemetry import entry_name, parse_entry
+from dse.spec import entry_name, parse_entry
 
 __all__ = [
     "PROBES",

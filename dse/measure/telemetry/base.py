@@ -32,8 +32,8 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 # The registry lives at the bottom of the layers; probes keep importing it from here.
-from dse.plugins.probes import PROBES as PROBES
-from dse.plugins.probes import register_probe as register_probe
+from dse.plugins import PROBES as PROBES
+from dse.plugins import register_probe as register_probe
 
 
 @dataclass

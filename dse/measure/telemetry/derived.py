@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 
 from dse.measure.telemetry.base import ProbeResult, Trace, Window
-from dse.util.counters import counter_step
+from dse.util import counter_step
 
 
 class TelemetryGapError(ValueError):

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import cast
 
 from dse.measure.telemetry.base import PROBES, Probe
-from dse.spec.telemetry import entry_name, parse_entry
+from dse.spec import entry_name, parse_entry
 
 __all__ = ["entry_name", "make_probe", "make_probes", "parse_entry"]
 

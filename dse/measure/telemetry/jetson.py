@@ -19,8 +19,8 @@ from pathlib import Path
 
 from dse.measure.telemetry.base import ProbeResult, Trace, Window
 from dse.measure.telemetry.derived import TelemetryGapError, power_energy
-from dse.util.host_facts import l4t_release as l4t_release
-from dse.util.host_facts import read_text as read_text
+from dse.util import l4t_release as l4t_release
+from dse.util import read_text as read_text
 
 #: Rails that measure the whole module's input. Where one exists it *is* the board power; the other
 #: rails are downstream of it and adding them would count their power twice.

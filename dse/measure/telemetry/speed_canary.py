@@ -10,7 +10,7 @@ opens and when it closes, and compares the faster of the two with the fastest ca
 has ever timed: the machine at its own speed.
 
 - ``machine_slowdown``: that ratio (1.0: as fast as ever; 2.0: the loop took twice as long at
-  both ends). :func:`dse.measure.measurement_quality.disturbed` calls a window disturbed above
+  both ends). :func:`dse.measure.quality_labels.disturbed` calls a window disturbed above
   ``measurement.interference.max_slowdown``.
 
 The faster end decides, so a slow spell that began or ended inside the window is not called one:

@@ -31,7 +31,7 @@ from typing import IO, ClassVar
 
 from pydantic import Field
 
-from dse.core.exceptions import MeasurementError
+from dse.core import MeasurementError
 from dse.measure.telemetry.base import (
     Probe,
     ProbeResult,

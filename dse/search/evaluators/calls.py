@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from dse.core.candidate import Candidate
+    from dse.core import Candidate
 
 # Raised by the evaluator itself, never by a Ctrl-C, away from the driver's main thread: Python
 # delivers signals to the main thread only, and the worker process ignores SIGINT.

@@ -18,11 +18,8 @@ import numbers
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
-from dse.core.candidate import Candidate
-from dse.core.exceptions import DeviceError
-from dse.core.measurement import Measurement
-from dse.core.metrics import current_metric_keys, is_measured
-from dse.farm.dispatcher import Done, Job
+from dse.core import Candidate, DeviceError, Measurement, current_metric_keys, is_measured
+from dse.farm import Done, Job
 from dse.search.evaluators.replay import ReplayEvaluator, known_metrics, space_parameter_names
 from dse.search.evaluators.runner import (
     InfeasibleCandidate,
@@ -32,11 +29,10 @@ from dse.search.evaluators.runner import (
     ThreadRunner,
     importable_reference,
 )
-from dse.spec import MeasureSpec, TrainingSpec
-from dse.spec.loading import Evaluator
+from dse.spec import Evaluator, MeasureSpec, TrainingSpec
 
 if TYPE_CHECKING:
-    from dse.farm.dispatcher import Dispatcher
+    from dse.farm import Dispatcher
 
 __all__ = [
     "Evaluator",

@@ -11,9 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dse.core.candidate import Candidate
-from dse.core.exceptions import SpecError
-from dse.core.metrics import METRICS, current_metric_name, name_of_column
+from dse.core import METRICS, Candidate, SpecError, current_metric_name, name_of_column
 from dse.search.evaluators.calls import InfeasibleCandidate
 from dse.spec import SearchSpace
 

@@ -45,7 +45,7 @@ from dse.search.evaluators.worker import ProcessRunner
 from dse.search.interrupts import interrupt_remembered, wait_until
 
 if TYPE_CHECKING:
-    from dse.core.candidate import Candidate
+    from dse.core import Candidate
 
 # The names the evaluators (and their users) take from here, wherever they are defined.
 __all__ = [

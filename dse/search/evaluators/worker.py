@@ -23,7 +23,7 @@ from dse.search.evaluators.calls import Outcome, call_outcome, load_reference, t
 from dse.search.interrupts import interrupt_remembered, wait_until
 
 if TYPE_CHECKING:
-    from dse.core.candidate import Candidate
+    from dse.core import Candidate
 
 # How long a worker process may take to start and import its evaluator (a module that loads a
 # large predictor may take a while); not part of any trial's timeout.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dse.util.dominance import FloatArray, exclusive_volume, nondominated
+from dse.util import FloatArray, exclusive_volume, nondominated
 
 # Exact hypervolume gains are computed for at most this many candidates (those needing the
 # least improvement): in 3 or more objectives each costs a slicing of the front.

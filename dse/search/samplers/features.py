@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import optuna.distributions as od
 
-from dse.util.dominance import FloatArray
+from dse.util import FloatArray
 
 ABSENT = -1.0
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.util.dominance import FloatArray
+from dse.util import FloatArray
 
 TREES = 48
 LOG_SPAN = 10.0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING
 
-from dse.plugins.samplers import SAMPLERS, SamplerDeclaration, SamplerSettings, register_sampler
+from dse.plugins import SAMPLERS, SamplerDeclaration, SamplerSettings, register_sampler
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import optuna
 
-from dse.core.trial_record import TrialAttr
+from dse.core import TrialAttr
 from dse.search.candidate_space import LISTING_LIMIT, CandidateSpace, Params, params_key
 from dse.search.samplers.acquisition import choose
 from dse.search.samplers.features import FeatureEncoder
 from dse.search.samplers.forest import ForestSurrogate
-from dse.util.dominance import FloatArray, undominated
+from dse.util import FloatArray, undominated
 
 if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from dse.core.trial_record import TrialAttr
+from dse.core import TrialAttr
 
 SCREENING_FILE = "screening.json"
 

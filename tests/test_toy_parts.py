@@ -150,7 +150,7 @@ def register() -> None:
     """The plugin's entry (``DSE_PLUGINS=tests.test_toy_parts:register``): registering at import
     would put the toys into the registries of the test process itself."""
     register_backend(ToyBackend)
-    register_probe(PROBE)(ToyProbe)
+    register_probe(ToyProbe)
     register_family(ToyFamily)
 
 

@@ -18,12 +18,12 @@ from dse.artifacts.onnx_export import export_onnx
 from dse.artifacts.quantize import quantize_int8
 from dse.core import BuildError
 from dse.plugins import (
-    CONVERTED_FORMATS,
     ArtifactFormat,
     BackendDeclaration,
     ConversionRequest,
     backends_loading,
     declaration,
+    is_converted,
 )
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def build_artifact(candidate: Candidate, trained: TrainedModel, cache: ArtifactC
         raise BuildError(str(exc.args[0])) from None
     if declared.artifact_format == "torch":
         return _torch_artifact(candidate, trained), 0.0
-    if declared.artifact_format in CONVERTED_FORMATS:
+    if is_converted(declared.artifact_format):
         return _converted(candidate, declared, trained, cache, calibration)
     fp32_path, seconds = _onnx_fp32(trained, cache)
     return _lowered(candidate, fp32_path, seconds, trained.input_shape, cache, calibration)

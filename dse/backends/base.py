@@ -211,15 +211,15 @@ class Backend(ABC):
         experiment, the worker again before training. Backends with such knobs override it."""
 
 
-# How a backend's messages name the files it loads, by artifact format.
-_FILE_KINDS = {"onnx": "ONNX", "tflite": ".tflite", "pte": ".pte"}
+# How a backend's messages name the files it loads, by artifact format (any other: ".<format>").
+_FILE_KINDS = {"onnx": "ONNX"}
 
 
 def artifact_file(artifact: Artifact, artifact_format: str, backend: str) -> Path:
     """The artifact's file, when it is one of ``artifact_format``; BuildError naming what
     ``backend`` was given instead (a torch module, another runtime's file)."""
     if artifact.format != artifact_format or artifact.path is None:
-        raise BuildError(f"{backend} loads {_FILE_KINDS.get(artifact_format, artifact_format)} "
+        raise BuildError(f"{backend} loads {_FILE_KINDS.get(artifact_format, '.' + artifact_format)} "
                          f"files, got a {artifact.format!r} artifact")
     return artifact.path
 

@@ -4,7 +4,7 @@ declares (:mod:`dse.plugins.backends`). Just above the contracts: imports nothin
 
 from dse.plugins.backends import (
     BACKEND_DECLARATIONS,
-    CONVERTED_FORMATS,
+    BUILT_FORMATS,
     DEVICE_KINDS,
     PRECISIONS,
     ArtifactFormat,
@@ -17,6 +17,7 @@ from dse.plugins.backends import (
     backends_loading,
     capability,
     declaration,
+    is_converted,
 )
 from dse.plugins.datasets import (
     DATASETS,
@@ -40,7 +41,7 @@ from dse.plugins.samplers import (
 
 __all__ = [
     "BACKEND_DECLARATIONS",
-    "CONVERTED_FORMATS",
+    "BUILT_FORMATS",
     "DATASETS",
     "DEVICE_KINDS",
     "FAMILIES",
@@ -67,6 +68,7 @@ __all__ = [
     "dataset_sample_shape",
     "declaration",
     "family_names",
+    "is_converted",
     "probe_names",
     "register_dataset",
     "register_probe",

@@ -10,14 +10,23 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from dse.plugins.registry import Registry
 
-# "onnx" and "torch" are built by dse.artifacts itself; the other formats by the backend's own
-# conversion (its declaration's ``conversion``), which dse.artifacts calls and caches.
-ArtifactFormat = Literal["onnx", "torch", "tflite", "pte"]
-CONVERTED_FORMATS: frozenset[str] = frozenset({"tflite", "pte"})
+# An artifact's format is open: "onnx" and "torch" are built by dse.artifacts itself; any other
+# (LiteRT's "tflite", ExecuTorch's "pte", a plugin runtime's own) by the backend's conversion (its
+# declaration's ``conversion``), which dse.artifacts calls and caches.
+ArtifactFormat = str
+BUILT_FORMATS: frozenset[str] = frozenset({"onnx", "torch"})
+
+
+def is_converted(artifact_format: str) -> bool:
+    """Whether artifacts of ``artifact_format`` are made by a backend's own conversion rather
+    than built by dse (ONNX export, the torch module itself)."""
+    return artifact_format not in BUILT_FORMATS
+
+
 PRECISIONS = ("fp32", "fp16", "bf16", "int8", "fp8")
 DEVICE_KINDS = ("cpu", "cuda", "jetson")
 
@@ -112,8 +121,9 @@ class BackendDeclaration:
 
     Attributes:
         name: the name search spaces, profiles and capability entries use.
-        artifact_format: what the build layer hands it: an ONNX file, the torch module, or a
-            file of the backend's own format made by ``conversion``.
+        artifact_format: what the artifacts layer hands it: ``onnx`` (an ONNX file), ``torch``
+            (the trained module), or any other short name: a file of the backend's own format,
+            made by its ``conversion``.
         capability: ``(precision, device_kind) -> Capability``, for every precision of
             :data:`PRECISIONS` and kind of :data:`DEVICE_KINDS`.
         knobs: the runtime knobs its ``compile`` accepts.
@@ -121,7 +131,8 @@ class BackendDeclaration:
         int8_symmetric: takes int8 only with symmetric activation ranges (zero points 0).
         float_at_runtime: an ONNX backend that takes the fp32 graph for fp16 and bf16 and lowers
             it itself (OpenVINO's inference-precision hint) instead of dse's fp16/bf16 graphs.
-        conversion: how its artifact is made, for the formats of :data:`CONVERTED_FORMATS`.
+        conversion: how its artifact is made, for every format but those of
+            :data:`BUILT_FORMATS`.
         libraries: distributions whose versions are recorded with each measurement.
         fingerprint: device-fingerprint entries: key -> distributions providing it, the first
             installed one recorded (a device-bound artifact is rebuilt when one changes).
@@ -152,7 +163,10 @@ class BackendDeclaration:
         if self.thread_knob not in self.knobs:
             raise ValueError(f"backend {self.name!r}: thread_knob {self.thread_knob!r} is not "
                              f"one of its knobs {sorted(self.knobs)}")
-        if (self.artifact_format in CONVERTED_FORMATS) != (self.conversion is not None):
+        if not self.artifact_format.isidentifier():
+            raise ValueError(f"backend {self.name!r}: artifact_format {self.artifact_format!r} "
+                             f"is not a short name (letters, digits, underscores)")
+        if is_converted(self.artifact_format) != (self.conversion is not None):
             raise ValueError(f"backend {self.name!r}: a {self.artifact_format!r} artifact "
                              f"{'needs' if self.conversion is None else 'takes no'} conversion")
         if self.conversion is not None and not self.conversion.build_knobs <= self.knobs:

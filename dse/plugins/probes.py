@@ -8,7 +8,6 @@ here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 from dse.plugins.registry import Registry
@@ -20,15 +19,15 @@ PROBES: Registry[type[Any]] = Registry("probe", ("dse.measure.telemetry",),
 _P = TypeVar("_P", bound=type[Any])
 
 
-def register_probe(name: str) -> Callable[[_P], _P]:
-    """Class decorator: make a probe available to device profiles under ``name`` (a name given
-    twice is refused)."""
-
-    def add(cls: _P) -> _P:
-        PROBES.register(name, cls)
-        return cls
-
-    return add
+def register_probe(cls: _P) -> _P:
+    """Class decorator: make a probe class available to device profiles under its ``name``
+    attribute (a name given twice, or none, is refused)."""
+    name = cls.__dict__.get("name")
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{cls.__qualname__}: a probe names itself: set the class attribute "
+                        f"name = \"...\"")
+    PROBES.register(name, cls)
+    return cls
 
 
 def probe_names() -> tuple[str, ...]:

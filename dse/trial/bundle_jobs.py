@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,7 +27,6 @@ from dse.trial.prepare import PreparedCandidate, deploy_model
 
 if TYPE_CHECKING:
     from dse.measure import RunToRun
-    from dse.plugins import ArtifactFormat
     from dse.spec import HardwareProfile
 
 
@@ -104,7 +103,7 @@ def _artifact(request: VerifyRequest, folder: Path) -> Artifact:
     if request.artifact_format != "torch":
         path = folder / request.artifact_file
         path.write_bytes(request.artifact)
-        return Artifact(cast("ArtifactFormat", request.artifact_format), path,
+        return Artifact(request.artifact_format, path,
                         request.candidate.precision, request.input_shape, size)
     import torch
 

@@ -1,5 +1,6 @@
-"""A backend's own file format (``.tflite``, ``.pte``): dse.artifacts calls the backend's declared
-conversion once per configuration and caches the file under everything it depends on.
+"""A backend's own file format (``.tflite``, ``.pte``, or one dse has never heard of: the list is
+open): dse.artifacts calls the backend's declared conversion once per configuration and caches the
+file under everything it depends on.
 
 The conversion here is a stand-in written for the test (it saves the module's weights at the asked
 precision, as ``torch.save`` writes them), so the keying is tested without any converter installed;
@@ -43,10 +44,10 @@ class Converter:
 
 def _declaration(converter: Converter) -> BackendDeclaration:
     return BackendDeclaration(
-        name="toyconvert", artifact_format="tflite",
+        name="toyconvert", artifact_format="toyfmt",
         capability=lambda precision, kind: Capability(True, "toy"),
         knobs=frozenset({"threads", "layout"}), thread_knob="threads",
-        conversion=Conversion(suffix=".tflite", version=1, libraries=("numpy",),
+        conversion=Conversion(suffix=".toy", version=1, libraries=("numpy",),
                               build_knobs=frozenset({"layout"}), convert=converter))
 
 
@@ -55,7 +56,7 @@ def _build(converter: Converter, trained: TrainedModel, cache: ArtifactCache,
            **knobs: Any) -> tuple[Path, float]:
     candidate = Candidate("cnn", TINY, precision, batch, "toyconvert", knobs=knobs)
     artifact, seconds = _converted(candidate, _declaration(converter), trained, cache, calibration)
-    assert artifact.format == "tflite" and artifact.path is not None
+    assert artifact.format == "toyfmt" and artifact.path is not None
     assert artifact.size_bytes == artifact.path.stat().st_size > 0
     return artifact.path, seconds
 
@@ -65,7 +66,7 @@ def test_a_conversion_runs_once_per_configuration(build_trained: TrainedModel,
     converter, cache = Converter(), ArtifactCache(tmp_path)
     calibration = build_split.x_train[:16]
     first, seconds = _build(converter, build_trained, cache, calibration, layout="a", threads=1)
-    assert seconds > 0 and first.suffix == ".tflite"
+    assert seconds > 0 and first.suffix == ".toy"
     request = converter.requests[0]
     assert (request.batch_size, request.precision, request.input_shape) == (
         4, "fp32", build_trained.input_shape)
@@ -97,7 +98,7 @@ def test_a_failed_conversion_caches_nothing(build_trained: TrainedModel,
         with pytest.raises(BuildError, match="toy converter: no bf16"):
             _build(converter, build_trained, cache, build_split.x_train[:16], "bf16")
     assert len(converter.requests) == 2
-    assert not [path for path in tmp_path.iterdir() if path.suffix == ".tflite"]
+    assert not list(tmp_path.rglob("*.toy"))
 
 
 def test_a_declaration_of_a_converted_format_needs_its_conversion() -> None:
@@ -123,3 +124,21 @@ def test_an_onnx_backend_with_float_at_runtime_gets_the_fp32_graph(
     bf16, _ = build_artifact(Candidate("cnn", TINY, "bf16", 4, "openvino"), build_trained, cache,
                              calibration)
     assert bf16.path == fp32.path and bf16.precision == "bf16"
+
+
+def test_a_format_is_any_short_name_and_a_converted_one_needs_its_conversion() -> None:
+    def declared(artifact_format: str, conversion: Conversion | None) -> BackendDeclaration:
+        return BackendDeclaration(
+            name="toyformats", artifact_format=artifact_format,
+            capability=lambda precision, kind: Capability(True, "toy"),
+            knobs=frozenset({"threads"}), thread_knob="threads", conversion=conversion)
+
+    conversion = Conversion(suffix=".toy", version=1, libraries=(), build_knobs=frozenset(),
+                            convert=Converter())
+    assert declared("toyfmt", conversion).artifact_format == "toyfmt"
+    with pytest.raises(ValueError, match="a 'toyfmt' artifact needs conversion"):
+        declared("toyfmt", None)
+    with pytest.raises(ValueError, match="a 'onnx' artifact takes no conversion"):
+        declared("onnx", conversion)
+    with pytest.raises(ValueError, match="is not a short name"):
+        declared("my format", conversion)

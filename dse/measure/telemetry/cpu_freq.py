@@ -40,7 +40,7 @@ class CpufreqSettings(ProbeSettings):
     interval_s: float = interval_setting(0.1)
 
 
-@register_probe("cpufreq")
+@register_probe
 class CpufreqProbe(SysfsProbe[_Cpu]):
     """Current and maximum frequency of every CPU; ``clock_drop_pct`` is, per CPU,
     ``100 * (1 - mean(current) / maximum)`` over the window's readings, averaged over CPUs.

@@ -112,7 +112,7 @@ class CpuInterferenceSettings(ProbeSettings):
     interval_s: float = interval_setting(0.05)
 
 
-@register_probe("cpu_interference")
+@register_probe
 class CpuInterferenceProbe(Probe):
     """Other processes' and the hypervisor's share of the CPUs over the window (module docstring).
     The device worker runs it in every window, listed in the profile or not."""

@@ -54,7 +54,7 @@ class RaplSettings(ProbeSettings):
     interval_s: float = interval_setting(1.0)
 
 
-@register_probe("rapl")
+@register_probe
 class RaplProbe(SysfsProbe[_Package]):
     """Energy of every CPU package over the window, from RAPL's cumulative counters.
 

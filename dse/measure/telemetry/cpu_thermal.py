@@ -65,7 +65,7 @@ class ThermalZonesSettings(ProbeSettings):
         return zones
 
 
-@register_probe("thermal_zones")
+@register_probe
 class ThermalZonesProbe(SysfsProbe[_Zone]):
     """Temperatures of the thermal zones; ``temperature_peak_c`` is the highest over zones and
     readings in the window.

@@ -42,7 +42,7 @@ class CpuThrottleSettings(ProbeSettings):
     interval_s: float = interval_setting(1.0)
 
 
-@register_probe("cpu_throttle")
+@register_probe
 class CpuThrottleProbe(SysfsProbe[_Counter]):
     """Throttle counters of every CPU; ``throttled_fraction`` is the largest share of the window
     any one CPU or package spent throttled: ``max(delta total_time_ms) / span``, clipped to [0, 1].

@@ -29,7 +29,7 @@ class CudaMemorySettings(ProbeSettings):
         description="torch CUDA device index (among the visible devices); none: the current one.")
 
 
-@register_probe("cuda_memory")
+@register_probe
 class CudaMemoryProbe(Probe):
     """Samples ``torch.cuda.memory_allocated``; ``device`` is a torch index (current device if None)."""
 

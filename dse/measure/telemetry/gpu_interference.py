@@ -106,7 +106,7 @@ class GpuInterferenceSettings(ProbeSettings):
                     "none: the first GPU in CUDA_VISIBLE_DEVICES, as the nvml probe.")
 
 
-@register_probe("gpu_interference")
+@register_probe
 class GpuInterferenceProbe(Probe):
     """Other processes on one NVIDIA GPU during the window, and their share of its SMs (module
     docstring). After ``summarize``, :meth:`provenance` says how this process was told apart."""

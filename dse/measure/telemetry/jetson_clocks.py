@@ -56,7 +56,7 @@ class JetsonClocksSettings(ProbeSettings):
     interval_s: float = interval_setting(0.1)
 
 
-@register_probe("jetson_clocks")
+@register_probe
 class JetsonClocksProbe(Probe):
     """Channels ``cpu<N>.mhz``/``cpu<N>.max_mhz``, ``gpu.mhz``/``gpu.max_mhz``, ``emc.mhz`` and
     ``temp.<zone type>`` (°C). Summarizes to ``clock_drop_pct`` and ``temperature_peak_c``."""

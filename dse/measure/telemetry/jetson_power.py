@@ -159,7 +159,7 @@ def _chosen_rails(found: list[str], chosen: list[str] | None) -> tuple[list[str]
     return list(chosen), source, None
 
 
-@register_probe("jetson_power")
+@register_probe
 class JetsonPowerProbe(Probe):
     """Per-rail power (``power.<rail>``, W) and board power (``power.total``, W) of a Jetson.
 

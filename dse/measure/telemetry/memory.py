@@ -20,7 +20,7 @@ class ProcessMemorySettings(ProbeSettings):
     interval_s: float = interval_setting(0.005)
 
 
-@register_probe("process_memory")
+@register_probe
 class ProcessMemoryProbe(Probe):
     """Samples this process's RSS (psutil). The peak over the window is ``process_rss_peak_mb``."""
 

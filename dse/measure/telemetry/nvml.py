@@ -61,7 +61,7 @@ class NvmlSettings(ProbeSettings):
                     "none: the first GPU in CUDA_VISIBLE_DEVICES.")
 
 
-@register_probe("nvml")
+@register_probe
 class NvmlProbe(Probe):
     """Samples one NVIDIA GPU through NVML. See the module docstring for which GPU.
 

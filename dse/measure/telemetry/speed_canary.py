@@ -62,7 +62,7 @@ class SpeedCanarySettings(ProbeSettings):
     interval_s: float = interval_setting(3600.0)
 
 
-@register_probe("speed_canary")
+@register_probe
 class SpeedCanaryProbe(Probe):
     """The machine's own speed at a window's ends, against the fastest this process has seen
     (module docstring). The device worker runs it in every window of a CPU device."""

@@ -161,7 +161,7 @@ class TegrastatsSettings(ProbeSettings):
         description="Path of the tegrastats program; none: looked up in PATH.")
 
 
-@register_probe("tegrastats")
+@register_probe
 class TegrastatsProbe(Probe):
     """Runs ``tegrastats --interval <ms>`` from ``start()`` to ``stop()``; one reading per line,
     stamped when the line arrives. ``start()`` returns once the first line is in and ``stop()``

@@ -56,7 +56,7 @@ def markdown_table(kind: str) -> str:
     Examples:
         >>> import dse
         >>> print(dse.markdown_table("samplers").splitlines()[0])
-        | sampler | options | ranges need a step | what it does |
+        | sampler | settings (type, default) | ranges need a step | what it does |
         >>> "| `grid` |" in dse.markdown_table("samplers")
         True
     """
@@ -137,9 +137,19 @@ def _probe_rows() -> list[dict[str, str]]:
 def _sampler_rows() -> list[dict[str, str]]:
     from dse.plugins import SAMPLERS
 
-    return [{"sampler": name, "options": _code_list(SAMPLERS[name].options),
+    return [{"sampler": name,
+             "settings (type, default)": _settings_text(name),
              "ranges need a step": "yes" if SAMPLERS[name].needs_steps else "no",
              "what it does": SAMPLERS[name].summary} for name in SAMPLERS.names()]
+
+
+def _settings_text(sampler: str) -> str:
+    """``startup_trials`` (int or null, default null), one per setting the sampler takes, in its
+    model's order; empty (``—`` by :func:`_cell`) when it takes none."""
+    from dse.spec import SamplerSpec
+
+    return ", ".join(f"`{key}` ({kind}, default {default})"
+                     for key, kind, default in SamplerSpec.described_settings(sampler))
 
 
 _ROWS: dict[str, Callable[[], list[dict[str, str]]]] = {

@@ -1,6 +1,6 @@
 """The checks of an experiment that need more than one of its fields or files: the devices against
 the space (distinct names, a backend in common), the timer and the latency percentiles against the
-measurement protocol, the sampler's options against the sampler and the budget, and the output
+measurement protocol, the sampler's settings against the sampler and the budget, and the output
 folders and storage it will write to. Each runs on whatever loaded, so one pass reports every
 problem these can find; one line per problem, naming the file and the field."""
 
@@ -10,15 +10,9 @@ from pathlib import Path
 
 from dse.core import DseError
 from dse.spec.experiment import output_folders
+from dse.spec.experiment_models import setting_meaning
 from dse.spec.filesystem import folder_problem
 from dse.spec.models import ExperimentSpec, HardwareProfile, SearchSpace
-
-# The sampler: settings a sampler may read beside name and seed (each declares those it reads:
-# SamplerDeclaration.options), with what each is for, for the line that refuses it.
-SAMPLER_OPTIONS = {
-    "startup_trials": "trials before its model steers",
-    "population_size": "trials per generation",
-}
 
 
 def experiment_problems(path: Path, spec: ExperimentSpec, space: SearchSpace | None,
@@ -37,30 +31,27 @@ def experiment_problems(path: Path, spec: ExperimentSpec, space: SearchSpace | N
 
 
 def sampler_problems(path: Path, spec: ExperimentSpec) -> list[str]:
-    """An option the chosen sampler does not read (``population_size`` for tpe), and one that
-    leaves the sampler nothing to do within ``budget.trials`` (a first generation, or a random
-    start, longer than the budget)."""
+    """A key of ``sampler:`` the chosen sampler does not take (``population_size`` for tpe), a
+    value its settings model refuses, and a setting that leaves the sampler nothing to do within
+    ``budget.trials`` (one of its ``counts_trials``: a first generation, or a random start, longer
+    than the budget)."""
     from dse.plugins import SAMPLERS
 
     sampler = spec.sampler
-    takes = SAMPLERS[sampler.name].options
+    options, problems = sampler.checked_options()
+    lines = [f"{path}: {problem}" for problem in problems]
+    declared = SAMPLERS[sampler.name]
     trials = spec.budget.trials
-    problems = []
-    for option, meaning in SAMPLER_OPTIONS.items():
-        value = getattr(sampler, option)
-        if value is None:
-            continue
-        field = f"{path}: sampler.{option}"
-        if option not in takes:
-            allowed = ", ".join(["name", "seed", *sorted(takes)])
-            problems.append(f"{field}: the {sampler.name} sampler has no {option} ({meaning}); "
-                            f"allowed: {allowed}")
-        elif value > trials:
-            problems.append(f"{field}: {value:,} {meaning} is more than budget.trials "
-                            f"({trials:,}): the {sampler.name} sampler would spend the whole "
-                            f"budget before its search begins; allowed: at most {trials:,}, and "
-                            f"well under it")
-    return problems
+    # In the model's order; none when a value was refused (options is None then).
+    for key in [key for key in declared.setting_names() if key in declared.counts_trials]:
+        value = getattr(options, key, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > trials:
+            meaning = setting_meaning(sampler.name, key)
+            lines.append(f"{path}: sampler.{key}: {value:,}{' ' + meaning if meaning else ''} is "
+                         f"more than budget.trials ({trials:,}): the {sampler.name} sampler would "
+                         f"spend the whole budget before its search begins; allowed: at most "
+                         f"{trials:,}, and well under it")
+    return lines
 
 
 def _cross_check(path: Path, space: SearchSpace,

@@ -12,9 +12,9 @@ import yaml
 
 from dse.core.candidate import Candidate
 from dse.core.exceptions import SpecError
-from dse.plugins.samplers import sampler_names
+from dse.plugins import SAMPLERS, sampler_names
 from dse.search.experiment_checks import grid_problems
-from dse.search.samplers.registered import make_sampler
+from dse.search.samplers.registered import DEFAULT_POPULATION, OPTUNA_STARTUP, make_sampler
 from dse.search.space import device_options, suggest_candidate
 from dse.search.study import open_experiment_studies, open_study
 from dse.spec import HardwareProfile, SamplerSpec, SearchSpace, load_experiment_files
@@ -45,9 +45,25 @@ def _every_valid_candidate() -> set[str]:
     return ids
 
 
-def _study(name: str, **settings: int) -> optuna.Study:
+def _study(name: str, seed: int, **settings: int) -> optuna.Study:
+    """A study of the sampler ``name``, given those of ``settings`` it takes (the others would be
+    refused: each sampler has its own)."""
+    takes = SAMPLERS[name].setting_names()
+    spec = SamplerSpec(name=name, seed=seed,
+                       **{key: value for key, value in settings.items() if key in takes})
     return optuna.create_study(directions=["maximize", "minimize"],
-                               sampler=make_sampler(SamplerSpec(name=name, **settings), 0))
+                               sampler=make_sampler(spec, 0))
+
+
+def test_the_builders_get_the_settings_as_the_sampler_s_own_model() -> None:
+    tpe = make_sampler(SamplerSpec(name="tpe", seed=0, startup_trials=7), 0)
+    assert isinstance(tpe, optuna.samplers.TPESampler) and tpe._n_startup_trials == 7
+    assert make_sampler(SamplerSpec(name="tpe"), 0)._n_startup_trials == OPTUNA_STARTUP
+    nsga2 = make_sampler(SamplerSpec(name="nsga2", population_size=6), 0)
+    assert isinstance(nsga2, optuna.samplers.NSGAIISampler) and nsga2._population_size == 6
+    assert make_sampler(SamplerSpec(name="nsga3"), 0)._population_size == DEFAULT_POPULATION
+    with pytest.raises(SpecError, match=r"sampler\.population_size: the tpe sampler has no"):
+        make_sampler(SamplerSpec(name="tpe", population_size=6), 0)
 
 
 def _measure(study: optuna.Study, trial: optuna.Trial, candidate: Candidate,

@@ -18,7 +18,7 @@ from dse.core.candidate import Candidate
 from dse.search.candidate_space import CandidateSpace, params_key
 from dse.search.samplers.acquisition import choose, epsilon_to_front
 from dse.search.samplers.features import FeatureEncoder
-from dse.search.samplers.registered import make_sampler
+from dse.search.samplers.registered import SURROGATE_STARTUP, make_sampler
 from dse.search.samplers.surrogate import SamplerContext
 from dse.search.space import suggest_candidate
 from dse.spec import HardwareProfile, SamplerSpec, SearchSpace
@@ -119,6 +119,10 @@ def test_the_default_is_the_surrogate_and_its_start_fills_the_space() -> None:
 
     assert SamplerSpec().name == "surrogate"
     ours = _study(seed=5)
+    # startup_trials reaches the sampler from its settings; unset, the surrogate's own start.
+    assert ours.sampler.startup_trials == 4
+    context = SamplerContext(CandidateSpace(GRIDDED, PROFILE))
+    assert make_sampler(SamplerSpec(), 0, context).startup_trials == SURROGATE_STARTUP
     theirs = optuna.create_study(directions=["maximize", "minimize"],
                                  sampler=optuna.samplers.RandomSampler(seed=5))
     space = CandidateSpace(GRIDDED, PROFILE)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from dse.plugins import SAMPLERS, SamplerDeclaration, SamplerSettings, register_sampler
 
 if TYPE_CHECKING:
@@ -26,6 +28,32 @@ OPTUNA_STARTUP = 10  # Optuna's TPESampler and GPSampler default
 # (surrogate_sampler.SPREAD_START). Over 40 seeds of the recorded tables of
 # benchmarks/search_efficiency.py 3 needed fewer candidates than 5 on all five and than 8 on four.
 SURROGATE_STARTUP = 3
+
+
+class StartupSettings(BaseModel):
+    """The settings of a sampler that proposes a start of its own (random, or space-filling for
+    surrogate) before its model steers: surrogate, tpe and gp."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    startup_trials: int | None = Field(
+        default=None, ge=1, title="trials before its model steers",
+        description=f"Trials before the model of surrogate, tpe or gp steers (none: the "
+                    f"sampler's own default: {SURROGATE_STARTUP} for surrogate — one random, then "
+                    f"each the farthest from those asked —, Optuna's {OPTUNA_STARTUP} random for "
+                    f"tpe and gp). Refused above budget.trials.")
+
+
+class PopulationSettings(BaseModel):
+    """The settings of a genetic sampler: nsga2 and nsga3."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    population_size: int | None = Field(
+        default=None, ge=2, title="trials per generation",
+        description=f"Trials per generation of nsga2/nsga3 (none: Optuna's default of "
+                    f"{DEFAULT_POPULATION}); keep it well under the budget, or the search never "
+                    f"leaves its random first generation. Refused above budget.trials.")
 
 
 def make_sampler(settings: SamplerSettings, resumed_trials: int,
@@ -46,12 +74,28 @@ def make_sampler(settings: SamplerSettings, resumed_trials: int,
         return sampler
 
 
+def _startup_trials(settings: SamplerSettings, default: int) -> int:
+    """``startup_trials`` as set, else the sampler's own ``default`` (also where the caller
+    passed no options at all)."""
+    options: StartupSettings | None = settings.options
+    if options is None or options.startup_trials is None:
+        return default
+    return options.startup_trials
+
+
+def _population_size(settings: SamplerSettings) -> int:
+    options: PopulationSettings | None = settings.options
+    if options is None or options.population_size is None:
+        return DEFAULT_POPULATION
+    return options.population_size
+
+
 def _surrogate(settings: SamplerSettings, seed: int,
                context: SamplerContext | None) -> optuna.samplers.BaseSampler:
     from dse.search.samplers.surrogate import SurrogateSampler
 
     return SurrogateSampler(context, seed=seed,
-                            startup_trials=settings.startup_trials or SURROGATE_STARTUP)
+                            startup_trials=_startup_trials(settings, SURROGATE_STARTUP))
 
 
 def _tpe(settings: SamplerSettings, seed: int) -> optuna.samplers.BaseSampler:
@@ -60,7 +104,7 @@ def _tpe(settings: SamplerSettings, seed: int) -> optuna.samplers.BaseSampler:
     # constant_liar: with several devices measuring at once, TPE treats the running trials as bad
     # results instead of proposing the same region to every idle device.
     return optuna.samplers.TPESampler(seed=seed,
-                                      n_startup_trials=settings.startup_trials or OPTUNA_STARTUP,
+                                      n_startup_trials=_startup_trials(settings, OPTUNA_STARTUP),
                                       multivariate=True, constant_liar=True)
 
 
@@ -68,14 +112,14 @@ def _nsga2(settings: SamplerSettings, seed: int) -> optuna.samplers.BaseSampler:
     import optuna
 
     return optuna.samplers.NSGAIISampler(
-        seed=seed, population_size=settings.population_size or DEFAULT_POPULATION)
+        seed=seed, population_size=_population_size(settings))
 
 
 def _nsga3(settings: SamplerSettings, seed: int) -> optuna.samplers.BaseSampler:
     import optuna
 
     return optuna.samplers.NSGAIIISampler(
-        seed=seed, population_size=settings.population_size or DEFAULT_POPULATION)
+        seed=seed, population_size=_population_size(settings))
 
 
 def _gp(settings: SamplerSettings, seed: int) -> optuna.samplers.BaseSampler:
@@ -85,7 +129,7 @@ def _gp(settings: SamplerSettings, seed: int) -> optuna.samplers.BaseSampler:
     # precision and knobs of a backend are conditional parameters, which GP leaves to its random
     # fallback; that is by design here, so no warning per trial.
     return optuna.samplers.GPSampler(seed=seed,
-                                     n_startup_trials=settings.startup_trials or OPTUNA_STARTUP,
+                                     n_startup_trials=_startup_trials(settings, OPTUNA_STARTUP),
                                      warn_independent_sampling=False)
 
 
@@ -122,13 +166,15 @@ for _declaration in (
         SamplerDeclaration("surrogate", _surrogate,
                            "a space-filling start, then the unmeasured candidate a forest model "
                            "of the measurements expects to extend the front most", uses_context=True,
-                           options=_STARTUP),
-        SamplerDeclaration("tpe", _tpe, "multi-objective TPE", options=_STARTUP),
-        SamplerDeclaration("nsga2", _nsga2, "NSGA-II (genetic)", options=_POPULATION),
+                           settings_model=StartupSettings, counts_trials=_STARTUP),
+        SamplerDeclaration("tpe", _tpe, "multi-objective TPE",
+                           settings_model=StartupSettings, counts_trials=_STARTUP),
+        SamplerDeclaration("nsga2", _nsga2, "NSGA-II (genetic)",
+                           settings_model=PopulationSettings, counts_trials=_POPULATION),
         SamplerDeclaration("nsga3", _nsga3, "NSGA-III (genetic, reference points)",
-                           options=_POPULATION),
+                           settings_model=PopulationSettings, counts_trials=_POPULATION),
         SamplerDeclaration("gp", _gp, "Gaussian process, constrained multi-objective",
-                           options=_STARTUP),
+                           settings_model=StartupSettings, counts_trials=_STARTUP),
         SamplerDeclaration("random", _random, "uniform random"),
         SamplerDeclaration("grid", _grid, "every combination of a small space once",
                            needs_steps=True)):

@@ -80,6 +80,8 @@ telemetry: [process_memory, rapl, thermal_zones, cpufreq, cpu_throttle]
 # so tests of other things see the front they expect (tests/search/test_quality_campaign.py
 # checks the default, which keeps it off; tests/measure/test_remeasure.py the precision gate).
 def tiny_experiment_text(trials: int, name: str = "tiny-campaign") -> str:
+    # second_looks: 0: a test campaign measures each candidate once (second looks, on by default,
+    # have tests of their own: tests/search/test_second_looks.py, test_quality_campaign.py).
     return f"""\
 name: {name}
 search_space: ../search_spaces/tiny.yaml
@@ -88,7 +90,7 @@ sampler: {{name: random, seed: 1}}
 budget: {{trials: {trials}}}
 measurement: {{warmup_max_seconds: 0.1, min_iters: 5, min_seconds: 0.0, max_seconds: 0.5,
                target_rel_ci: 0.05, precision: {{p50: 50, p99: 50}}, interference: {{wait_s: 0.1}},
-               non_ok_on_front: true}}
+               non_ok_on_front: true, second_looks: 0}}
 """
 
 

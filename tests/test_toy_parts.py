@@ -190,7 +190,7 @@ sampler: {name: grid, seed: 0}
 budget: {trials: 4}
 measurement: {warmup_max_seconds: 0.1, min_iters: 5, min_seconds: 0.0, max_seconds: 0.5,
               target_rel_ci: 0.05, precision: {p50: 50, p99: 50},
-              non_ok_on_front: true}
+              non_ok_on_front: true, second_looks: 0}
 """
 
 

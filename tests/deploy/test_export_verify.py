@@ -43,7 +43,7 @@ sampler: {name: grid}
 budget: {trials: 4}
 measurement: {warmup_max_seconds: 0.1, min_iters: 5, min_seconds: 0.2, max_seconds: 0.5,
               target_rel_ci: 0.05, precision: {p50: 50, p99: 50},
-              non_ok_on_front: true}
+              non_ok_on_front: true, second_looks: 0}
 """
 
 

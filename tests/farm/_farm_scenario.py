@@ -63,7 +63,7 @@ search_space: space.yaml
 devices: [cpu-a.yaml, cpu-b.yaml]
 sampler: {{name: random, seed: 3}}
 budget: {{trials: {trials}, max_failed: 20, trial_timeout_s: 120}}
-measurement: {{warmup_max_seconds: 0.05, min_iters: 20, min_seconds: 0.6, max_seconds: 0.8,
+measurement: {{warmup_max_seconds: 0.05, min_iters: 20, min_seconds: 0.3, max_seconds: 0.4,
               precision: {{p50: 50, p99: 50}}, second_looks: 0}}
 farm: {{max_retries: 2, quarantine_after: 5}}
 cache_dir: cache

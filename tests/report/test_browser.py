@@ -234,7 +234,7 @@ budget: {trials: 5}
 dashboards_dir: ../dashboards
 measurement: {warmup_max_seconds: 0.1, min_iters: 5, min_seconds: 0.0, max_seconds: 0.4,
               target_rel_ci: 0.05, precision: {p50: 50, p99: 50},
-              non_ok_on_front: true}
+              non_ok_on_front: true, second_looks: 0}
 """
 # The viewports a reader's window has: a laptop's and a desktop's.
 VIEWPORTS = ((1366, 768), (1920, 1080))

@@ -45,6 +45,7 @@ sampler: {name: grid, seed: 0}
 budget: {trials: 2}
 measurement: {warmup_max_seconds: 0.1, min_iters: 5, min_seconds: 0.0, max_seconds: 0.3,
               target_rel_ci: 0.05, interference: {action: ignore}, non_ok_on_front: true,
+              second_looks: 0,
               duels: {close_within: 100, time_share: 1000, max_seconds: 1.5, max_pairs: 1}}
 """
 OBJECTIVES = ["accuracy", "latency_p50_ms"]

@@ -363,7 +363,8 @@ def test_a_replay_device_beside_the_real_local_cpu_gives_two_fronts(tmp_path: Pa
         # non_ok_on_front: two fronts are the point here, not the quality label, which a busy
         # machine's 0.2-second window can make "unstable" and so keep off the front.
         "measurement: {warmup_max_seconds: 0.1, min_iters: 5, min_seconds: 0.0, "
-        "max_seconds: 0.2, precision: {p50: 50, p99: 50}, non_ok_on_front: true}\n"))
+        "max_seconds: 0.2, precision: {p50: 50, p99: 50}, non_ok_on_front: true, "
+        "second_looks: 0}\n"))
 
     result = run_campaign(experiment)
 

@@ -104,7 +104,7 @@ def test_clean_trials_near_the_front_get_a_second_look_and_the_faster_competes(
     # a busy machine may give, are looked at too and compete as before.
     text = tiny_experiment_text(3, name="near")
     tiny_campaign.write_text(
-        text.replace("non_ok_on_front: true}", "second_looks_near_front: 10}")
+        text.replace("non_ok_on_front: true, second_looks: 0}", "second_looks_near_front: 10}")
         .replace("interference: {wait_s: 0.1}", "interference: {action: ignore}"))
     result = CliRunner().invoke(app, ["run", str(tiny_campaign)])
     assert result.exit_code == 0, result.output

@@ -167,7 +167,7 @@ def test_a_dominated_candidate_is_screened_out_and_a_competitive_one_measured_in
         # (wide on a loaded machine) would make depend on how busy the machine is.
         text.replace(quick, "measurement: {warmup_max_seconds: 0.1, min_iters: 5, "
                             "min_seconds: 0.4, max_seconds: 0.6, target_rel_ci: 0.002, "
-                            "blocks: 1, non_ok_on_front: true}\n")
+                            "blocks: 1, non_ok_on_front: true, second_looks: 0}\n")
         + "search: {screening: {enabled: true, max_seconds: 0.15}}\n" + BASELINE)
     experiment = load_experiment(tiny_campaign)
     # After the baseline: the same model at batch 16 (as big, slower per call), then int8

@@ -30,6 +30,6 @@ def test_duels_are_on_and_small_by_default() -> None:
 def test_a_bad_duel_setting_is_one_line_naming_file_and_field(tiny_campaign: Path, setting: str,
                                                               line: str) -> None:
     text = tiny_experiment_text(2)
-    tiny_campaign.write_text(text.replace("non_ok_on_front: true}",
-                                          f"non_ok_on_front: true, duels: {{{setting}}}}}"))
+    tiny_campaign.write_text(text.replace("second_looks: 0}",
+                                          f"second_looks: 0, duels: {{{setting}}}}}"))
     assert validate_files([tiny_campaign]) == [f"{tiny_campaign}: {line}"]

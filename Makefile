@@ -9,7 +9,7 @@ STAMP := $(VENV)/.dse-installed
 export TORCHINDUCTOR_COMPILE_THREADS := 1
 export RAY_USAGE_STATS_ENABLED := 0
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test lint bench-quick clean
 
 setup: $(STAMP)
 
@@ -42,6 +42,11 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+
+# The benchmarks' quick modes that fit CI's budget (benchmarks/quick.py --ci); `$(PY)
+# benchmarks/quick.py` runs all of them (docs/benchmarks.md has their times).
+bench-quick: setup
+	$(PY) benchmarks/quick.py --ci
 
 clean:
 	rm -rf experiments/runs dashboards/*.html

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from dse.plugins.registry import Registry
 
@@ -27,8 +27,12 @@ def is_converted(artifact_format: str) -> bool:
     return artifact_format not in BUILT_FORMATS
 
 
-PRECISIONS = ("fp32", "fp16", "bf16", "int8", "fp8")
-DEVICE_KINDS = ("cpu", "cuda", "jetson")
+# The precisions and the kinds of device a backend may run on, written once: the YAML's types
+# (dse.spec) are these Literals, the name lists below are read from them.
+Precision = Literal["fp32", "fp16", "bf16", "int8", "fp8"]
+BackendDeviceKind = Literal["cpu", "cuda", "jetson"]
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+DEVICE_KINDS: tuple[str, ...] = get_args(BackendDeviceKind)
 
 
 @dataclass(frozen=True)

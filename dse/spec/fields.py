@@ -18,6 +18,8 @@ from pydantic import (
     model_validator,
 )
 
+from dse.plugins import BackendDeviceKind
+from dse.plugins import Precision as Precision
 from dse.spec.near_names import allowed_hint
 
 
@@ -82,8 +84,8 @@ SamplerName = Annotated[str, AfterValidator(_SAMPLERS.check), _SAMPLERS]
 ProbeName = Annotated[str, AfterValidator(_PROBES.check), _PROBES]
 FamilyName = Annotated[str, AfterValidator(_FAMILIES.check), _FAMILIES]
 DatasetName = Annotated[str, AfterValidator(_DATASETS.check), _DATASETS]
-Precision = Literal["fp32", "fp16", "bf16", "int8", "fp8"]
-DeviceKind = Literal["cpu", "cuda", "jetson", "replay"]
+# A replay device (a recorded table) runs no backend: the one kind beside the backends' own.
+DeviceKind = Literal[BackendDeviceKind, "replay"]
 PercentileName = Literal["p50", "p90", "p95", "p99", "p999"]
 # latency_p99_ms, latency_p99_ci_low_ms, ...: the metrics that need a percentile's samples.
 PERCENTILE_METRIC = re.compile(r"^latency_(?P<p>p50|p90|p95|p99|p999)_")

@@ -146,10 +146,10 @@ def _sampler_rows() -> list[dict[str, str]]:
 def _settings_text(sampler: str) -> str:
     """``startup_trials`` (int or null, default null), one per setting the sampler takes, in its
     model's order; empty (``—`` by :func:`_cell`) when it takes none."""
-    from dse.spec import SamplerSpec
+    from dse.spec import sampler_setting_rows
 
     return ", ".join(f"`{key}` ({kind}, default {default})"
-                     for key, kind, default in SamplerSpec.described_settings(sampler))
+                     for key, kind, default in sampler_setting_rows(sampler))
 
 
 _ROWS: dict[str, Callable[[], list[dict[str, str]]]] = {

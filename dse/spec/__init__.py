@@ -40,6 +40,7 @@ from dse.spec.models import (
     checked_values,
 )
 from dse.spec.near_names import allowed_hint
+from dse.spec.sampler_settings import sampler_setting_rows
 from dse.spec.telemetry import entry_name, parse_entry
 
 __all__ = [
@@ -80,5 +81,6 @@ __all__ = [
     "read_experiment_files",
     "read_yaml",
     "resolve_evaluator",
+    "sampler_setting_rows",
     "write_schemas",
 ]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from dse.core import DseError
 from dse.spec.experiment import output_folders
-from dse.spec.experiment_models import setting_meaning
 from dse.spec.filesystem import folder_problem
 from dse.spec.models import ExperimentSpec, HardwareProfile, SearchSpace
+from dse.spec.sampler_settings import setting_meaning
 
 
 def experiment_problems(path: Path, spec: ExperimentSpec, space: SearchSpace | None,

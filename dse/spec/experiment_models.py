@@ -3,8 +3,6 @@ measurement protocol, farm and the ``ExperimentSpec`` that ties a search space t
 
 from __future__ import annotations
 
-import types
-import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -16,7 +14,6 @@ from pydantic import (
     ModelWrapValidatorHandler,
     PrivateAttr,
     SerializerFunctionWrapHandler,
-    ValidationError,
     field_validator,
     model_serializer,
     model_validator,
@@ -24,7 +21,6 @@ from pydantic import (
 
 from dse.core import SpecError
 from dse.spec.duel_models import DuelSpec
-from dse.spec.errors import cut_text, join_path, short_repr
 from dse.spec.fields import (
     NAME_PATTERN,
     PERCENTILE_METRIC,
@@ -36,7 +32,7 @@ from dse.spec.fields import (
     Scalar,
     Strict,
 )
-from dse.spec.near_names import close_names, did_you_mean
+from dse.spec.sampler_settings import checked_settings, settings_schema
 
 
 class SamplerSpec(Strict):
@@ -83,7 +79,7 @@ class SamplerSpec(Strict):
         # Editor completion of the settings: every registered sampler's, each saying which
         # samplers take it (which keys the chosen one takes is checked_options' business).
         json_schema = handler(schema)
-        handler.resolve_ref_schema(json_schema)["properties"].update(_sampler_settings_schema())
+        handler.resolve_ref_schema(json_schema)["properties"].update(settings_schema())
         return json_schema
 
     @property
@@ -109,161 +105,7 @@ class SamplerSpec(Strict):
         """The chosen sampler's validated settings (None when it takes none, or when a value is
         refused), and one line per problem (``sampler.KEY: ...``, the file is the caller's to add):
         a key the sampler does not take, a value its settings model refuses."""
-        from dse.plugins import SAMPLERS
-
-        declared = SAMPLERS[self.name]
-        takes = declared.setting_names()
-        problems = [self._not_taken(key, takes) for key in self._settings if key not in takes]
-        model = declared.settings_model
-        if model is None:
-            return None, problems
-        given = {key: value for key, value in self._settings.items() if key in takes}
-        try:
-            options: BaseModel = model.model_validate(given)
-        except ValidationError as exc:
-            problems.extend(self._refused(error) for error in exc.errors(include_url=False))
-            return None, problems
-        return options, problems
-
-    def _not_taken(self, key: str, takes: tuple[str, ...]) -> str:
-        allowed = ["name", "seed", *takes]
-        elsewhere = _samplers_taking(key)
-        if elsewhere:  # another sampler's setting: say what it is for and whose it is
-            meaning = setting_meaning(elsewhere[0], key)
-            about = f" ({meaning + ': ' if meaning else ''}a setting of {', '.join(elsewhere)})"
-        else:
-            close = close_names(key, allowed)
-            about = f" ({did_you_mean(close)})" if close else ""
-        return (f"{join_path(('sampler', key))}: the {self.name} sampler has no "
-                f"{cut_text(key, _KEY_CHARS)}{about}; allowed: {', '.join(allowed)}")
-
-    def _refused(self, error: Any) -> str:
-        if error["type"] == "value_error":  # the model's own check: its message says it all
-            text = cut_text(str(error["ctx"]["error"]), _MESSAGE_CHARS)
-        elif error["type"] == "missing":
-            text = "required setting is missing"
-        else:
-            text = f"{cut_text(error['msg'], _MESSAGE_CHARS)}; found {short_repr(error.get('input'))}"
-        settings = ", ".join(f"{key} ({kind}, default {default})"
-                             for key, kind, default in self.described_settings(self.name))
-        return (f"{join_path(('sampler', *error['loc']))}: {text}; the {self.name} sampler's "
-                f"settings: {settings}")
-
-    @staticmethod
-    def described_settings(sampler: str) -> list[tuple[str, str, str]]:
-        """The settings the sampler ``sampler`` takes, in its model's order: each as its key, its
-        type and its default in YAML's words (``("startup_trials", "int or null", "null")``)."""
-        from dse.plugins import SAMPLERS
-
-        model = SAMPLERS[sampler].settings_model
-        if model is None:
-            return []
-        return [(key, _type_text(field.annotation), _default_text(field))
-                for key, field in model.model_fields.items()]
-
-
-# A sampler setting's name is shown cut to this length (a YAML key may be any length), and a
-# settings model's own message to this.
-_KEY_CHARS = 40
-_MESSAGE_CHARS = 500
-
-
-def _samplers_taking(key: str) -> list[str]:
-    """The registered samplers that take the setting ``key``, by name."""
-    from dse.plugins import SAMPLERS
-
-    return [name for name in SAMPLERS.names() if key in SAMPLERS[name].setting_names()]
-
-
-def setting_meaning(sampler: str, key: str) -> str:
-    """What the setting ``key`` of ``sampler`` counts, in a few words (its field's ``title``, e.g.
-    "trials per generation"), for the lines about it; empty when its model gives none."""
-    from dse.plugins import SAMPLERS
-
-    model = SAMPLERS[sampler].settings_model
-    field = None if model is None else model.model_fields.get(key)
-    return str(field.title) if field is not None and field.title else ""
-
-
-def _type_text(annotation: Any) -> str:
-    """A settings field's type in YAML's words: ``int``, ``int or null``, ``linear or geometric``
-    (a Literal), ``list[str]``, ``mapping``."""
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin is typing.Annotated:
-        return _type_text(args[0])
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_text(arg) for arg in args)
-    if origin is Literal:
-        return " or ".join("null" if arg is None else str(arg).lower() if isinstance(arg, bool)
-                           else str(arg) for arg in args)
-    if origin in (list, tuple, set, frozenset, Sequence):
-        return f"list[{_type_text(args[0])}]" if args else "list"
-    if origin is dict or (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-        return "mapping"
-    if annotation is type(None):
-        return "null"
-    return str(getattr(annotation, "__name__", annotation))
-
-
-def _default_text(field: Any) -> str:
-    if field.is_required():
-        return "none: required"
-    default = field.get_default(call_default_factory=True)
-    if default is None:
-        return "null"
-    return str(default).lower() if isinstance(default, bool) else str(default)
-
-
-def _sampler_settings_schema() -> dict[str, Any]:
-    """JSON-schema properties of every registered sampler's settings, one per key: its schema (an
-    ``anyOf`` where samplers type it differently) and its description, saying which samplers take
-    it."""
-    from dse.plugins import SAMPLERS
-
-    offered: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for name in SAMPLERS.names():
-        model = SAMPLERS[name].settings_model
-        if model is None:
-            continue
-        schema = model.model_json_schema()
-        for key, prop in schema.get("properties", {}).items():
-            offered.setdefault(key, []).append((name, _inlined(prop, schema.get("$defs", {}))))
-    properties: dict[str, Any] = {}
-    for key, offers in offered.items():
-        shapes: list[dict[str, Any]] = []
-        described: dict[str, list[str]] = {}  # description -> the samplers it describes
-        for name, prop in offers:
-            described.setdefault(str(prop.pop("description", "")), []).append(name)
-            prop.pop("title", None)
-            if prop not in shapes:
-                shapes.append(prop)
-        merged = shapes[0] if len(shapes) == 1 else {"anyOf": shapes}
-        if len(described) == 1:
-            ((description, names),) = described.items()
-            text = f"{description} Taken by: {', '.join(names)}.".strip()
-        else:  # each sampler's own words, after its name
-            text = " ".join(f"{', '.join(names)}: {description}" for description, names
-                            in described.items())
-        properties[key] = {**merged, "description": text}
-    return properties
-
-
-def _inlined(schema: Any, defs: dict[str, Any], seen: tuple[str, ...] = ()) -> Any:
-    """``schema`` with every ``$ref`` into ``defs`` replaced by what it names (a settings model's
-    nested models), so it reads the same inside the experiment's schema; a reference to a model
-    already being inlined (a recursive one) becomes ``{}``, anything."""
-    if isinstance(schema, list):
-        return [_inlined(item, defs, seen) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        name = ref.removeprefix("#/$defs/")
-        if name in seen or name not in defs:
-            return {}
-        rest = {key: value for key, value in schema.items() if key != "$ref"}
-        return {**_inlined(defs[name], defs, (*seen, name)), **_inlined(rest, defs, seen)}
-    return {key: _inlined(value, defs, seen) for key, value in schema.items()}
+        return checked_settings(self.name, self._settings)
 
 
 _WARM_START_WORDS = {"auto": {}, "off": {"enabled": False}}

@@ -9,8 +9,6 @@ settings allowed; ``dse.measure.telemetry.make_probes`` builds the probes on the
 
 from __future__ import annotations
 
-import types
-import typing
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from dse.plugins import PROBES
 from dse.spec.near_names import allowed_hint, close_names, did_you_mean
+from dse.spec.settings_text import describe_settings
 
 _SHAPE = "expected a probe name or a one-key mapping {probe: {setting: value, ...}}"
 
@@ -64,13 +63,6 @@ def entry_name(entry: object) -> str:
     return str(entry)
 
 
-def describe_settings(model: type[BaseModel]) -> str:
-    """``interval_s (float, default 0.5), zones (list[str] | null, default null)``: for errors."""
-    return ", ".join(
-        f"{name} ({_type_text(field.annotation)}, default {_value_text(field.default)})"
-        for name, field in model.model_fields.items())
-
-
 def entries_json_schema() -> dict[str, Any]:
     """JSON schema of a ``telemetry:`` list, for editor completion: each item a probe name, or a
     one-key mapping from a probe name to that probe's settings."""
@@ -96,17 +88,3 @@ def _describe_error(probe: str, error: Any) -> str:
     if error["type"] == "value_error":
         return f"{path}: {error['ctx']['error']}"
     return f"{path}: {error['msg']}, found {error['input']!r}"
-
-
-def _type_text(annotation: Any) -> str:
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return " | ".join("null" if arg is type(None) else _type_text(arg) for arg in args)
-    if origin is list:
-        return f"list[{_type_text(args[0])}]"
-    return str(getattr(annotation, "__name__", annotation))
-
-
-def _value_text(value: object) -> str:
-    return "null" if value is None else str(value)

@@ -89,10 +89,10 @@ def test_settings_reach_the_probes() -> None:
     ({"thermal_zones": {"zone": ["x"]}},
      "thermal_zones.zone: unknown setting (did you mean 'zones'?); allowed settings: interval_s "
      "(float, default 0.5), "
-     "zones (list[str] | null, default null)"),
+     "zones (list[str] or null, default null)"),
     ({"nvml": {"index": "first"}},
      "nvml.index: Input should be a valid integer, unable to parse string as an integer, found "
-     "'first'; allowed settings: interval_s (float, default 0.02), index (int | null, default null)"),
+     "'first'; allowed settings: interval_s (float, default 0.02), index (int or null, default null)"),
     ({"rapl": {"interval_s": 0}}, "rapl.interval_s: Input should be greater than 0, found 0"),
     ({"jetson_power": {"rails": "VDD_IN"}}, "jetson_power.rails: Input should be a valid list"),
     ({"thermal_zones": {"zones": ["("]}},
@@ -178,10 +178,10 @@ def test_validate_accepts_settings_and_names_the_bad_ones(tmp_path: Path) -> Non
     # rich may wrap a long line; the check is on the words, joined back.
     text = " ".join(" ".join(lines).split())
     assert (f"{bad}: telemetry[1]: thermal_zones.interval_s: Input should be greater than 0, found "
-            "-1; allowed settings: interval_s (float, default 0.5), zones (list[str] | null, "
+            "-1; allowed settings: interval_s (float, default 0.5), zones (list[str] or null, "
             "default null)") in text
     assert (f"{bad}: telemetry[2]: nvml.device: unknown setting; allowed settings: interval_s "
-            "(float, default 0.02), index (int | null, default null)") in text
+            "(float, default 0.02), index (int or null, default null)") in text
 
 
 def test_json_schema_describes_each_probes_settings() -> None:

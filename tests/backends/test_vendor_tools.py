@@ -4,7 +4,6 @@ the harness's command line, and the harness's rules for a deviation and a tool's
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -15,28 +14,16 @@ from types import ModuleType
 import pytest
 
 from tests.backends.conftest import POOL_BATCH, ArtifactFor
+from tests.benchmark_scripts import load_benchmark
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "vendor_tools"
 VENV_BIN = Path(sys.executable).parent
 
 
-def _load(name: str) -> ModuleType:
-    """benchmarks/ is scripts, not a package: a module of it loaded by its path."""
-    key = f"{name}_under_test"
-    if key in sys.modules:
-        return sys.modules[key]
-    spec = importlib.util.spec_from_file_location(key, REPO / "benchmarks" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[key] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def tools() -> ModuleType:
-    return _load("vendor_tools")
+    return load_benchmark("vendor_tools")
 
 
 def test_benchmark_app_median_in_microseconds(tools: ModuleType) -> None:
@@ -107,8 +94,8 @@ def test_each_installed_tool_runs_the_harness_command_line(
 
 
 def test_deviation_and_the_tools_resolution() -> None:
-    harness = _load("vendor_harness")
-    tools = _load("vendor_tools")
+    harness = load_benchmark("vendor_harness")
+    tools = load_benchmark("vendor_tools")
     assert harness.deviation(1.05, 1.0) == pytest.approx(0.05)
     assert harness.deviation(0.9, 1.0) == pytest.approx(0.1)
     fine = [tools.ToolMedian(0.04216, 0.00001), tools.ToolMedian(0.0431, 0.00001)]

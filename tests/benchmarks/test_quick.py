@@ -4,28 +4,19 @@ quick mode. It runs no benchmark: ``python benchmarks/quick.py`` does."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.benchmark_scripts import load_benchmark
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def quick() -> ModuleType:
-    """benchmarks/ is scripts, not a package: the runner loaded by its path."""
-    key = "quick_under_test"
-    if key in sys.modules:
-        return sys.modules[key]
-    spec = importlib.util.spec_from_file_location(key, REPO / "benchmarks" / "quick.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[key] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("quick")
 
 
 def _script(folder: Path, name: str, body: str) -> Path:

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from collections.abc import Hashable, Mapping
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import optuna
@@ -19,24 +16,12 @@ from dse.search.evaluators.dispatchers import ReplayEvaluator, space_parameter_n
 from dse.search.space import suggest_candidate
 from dse.spec import RangeParam, SearchSpace
 from dse.spec.loading import load_model, load_profile
+from tests.benchmark_scripts import load_benchmark
 
 REPO = Path(__file__).resolve().parents[2]
 TABLE = REPO / "tests" / "fixtures" / "search" / "cnn-digits-grid.csv"
 SPACE = REPO / "benchmarks" / "search_table" / "space.yaml"
 PROFILE = REPO / "hw_profiles" / "local-cpu.yaml"
-
-
-def _benchmark_module() -> ModuleType:
-    """benchmarks/ is scripts, not a package: load the benchmark by its path."""
-    name = "search_efficiency_under_test"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / "search_efficiency.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
 
 
 class RowAnswers:
@@ -115,7 +100,7 @@ def test_every_row_is_a_candidate_of_the_space_and_replays(space: SearchSpace,
 
 
 def test_grid_finds_the_whole_front_within_the_table() -> None:
-    bench = _benchmark_module()
+    bench = load_benchmark("search_efficiency")
     table = bench.load_table()
     assert table.true_hypervolume > 0
     run = bench.search_run(table, "grid", 0, max_asks=table.rows)
@@ -125,7 +110,7 @@ def test_grid_finds_the_whole_front_within_the_table() -> None:
 
 
 def test_short_benchmark_gives_numbers_in_range() -> None:
-    bench = _benchmark_module()
+    bench = load_benchmark("search_efficiency")
     table = bench.load_table()
     summaries = bench.benchmark(table, ["random", "tpe"], [0, 1], max_asks=40)
     assert set(summaries) == {"random", "tpe"}
@@ -144,7 +129,7 @@ def test_every_later_table_holds_each_candidate_of_its_space_once(name: str) -> 
     from dse.search.candidate_space import CandidateSpace
     from dse.search.evaluators.dispatchers import InfeasibleCandidate
 
-    bench = _benchmark_module()
+    bench = load_benchmark("search_efficiency")
     table = bench.load_table(name)
     listing = CandidateSpace(table.space, table.profile).listing(100_000)
     assert listing is not None and len(listing) == table.rows
@@ -162,7 +147,7 @@ def test_every_later_table_holds_each_candidate_of_its_space_once(name: str) -> 
 
 
 def test_a_second_device_can_start_from_the_first_devices_front() -> None:
-    bench = _benchmark_module()
+    bench = load_benchmark("search_efficiency")
     first, second = bench.load_table("onnx-deploy"), bench.load_table("onnx-deploy-1core")
     source = bench.search_run(first, "surrogate", 0, targets=(1.01,), max_distinct=20).study
     seeds = bench.front_seeds(source, first, cap=3)

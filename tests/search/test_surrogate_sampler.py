@@ -22,8 +22,8 @@ from dse.search.samplers.registered import SURROGATE_STARTUP, make_sampler
 from dse.search.samplers.surrogate import SamplerContext
 from dse.search.space import suggest_candidate
 from dse.spec import HardwareProfile, SamplerSpec, SearchSpace
+from tests.benchmark_scripts import load_benchmark
 from tests.conftest import LOCAL_CPU, TINY_SPACE
-from tests.search.test_search_table import _benchmark_module
 
 PROFILE = HardwareProfile.model_validate(yaml.safe_load(LOCAL_CPU))
 # 3 widths x (onnxruntime: fp32 or int8, 1 or 2 threads; torch: fp32, 1 thread) x 2 batch sizes.
@@ -221,7 +221,7 @@ def test_the_acquisition_takes_the_largest_gain_or_the_closest_to_the_front() ->
 
 
 def test_the_surrogate_finds_the_recorded_front_with_fewer_measurements_than_random() -> None:
-    bench = _benchmark_module()
+    bench = load_benchmark("search_efficiency")
     table = bench.load_table("cnn-digits")
     seeds = range(3)
     ours = bench.summarize([bench.search_run(table, "surrogate", s) for s in seeds])

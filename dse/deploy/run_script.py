@@ -1,6 +1,6 @@
 """A bundle's ``run.py``: the backend's ``load`` (the module its declaration names, e.g.
 ``dse.backends.tvm.run_script``), the command line every bundle shares
-(``dse.backends.run_script_main``), and the settings recorded at export, joined into one file that
+(``dse.backends._run_script_main``), and the settings recorded at export, joined into one file that
 imports no dse."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from dse.core import DseError
 from dse.plugins import declaration
 
-_MAIN = "dse.backends.run_script_main"
+_MAIN = "dse.backends._run_script_main"
 
 
 def _part(module: str) -> str:

@@ -1,4 +1,6 @@
 # The command line every bundle's run.py shares: it follows the backend's `load` in the file.
+# Read as text by dse.deploy.run_script, never imported (the leading underscore keeps the backend
+# registry's scan of this package from importing it).
 # Needs numpy only (every runtime brings it).
 
 

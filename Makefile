@@ -43,10 +43,10 @@ lint: setup
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-# The benchmarks' quick modes that fit CI's budget (benchmarks/quick.py --ci); `$(PY)
-# benchmarks/quick.py` runs all of them (docs/benchmarks.md has their times).
+# The benchmarks' quick modes that fit CI's budget, two at a time (benchmarks/quick.py --ci);
+# `$(PY) benchmarks/quick.py --jobs 2` runs all of them (docs/benchmarks.md has their times).
 bench-quick: setup
-	$(PY) benchmarks/quick.py --ci
+	$(PY) benchmarks/quick.py --ci --jobs 2
 
 clean:
 	rm -rf experiments/runs dashboards/*.html

@@ -15,23 +15,29 @@ A benchmark whose quick mode runs others' (``reliability.py`` runs its parts as 
 ``PARTS`` tuple of ``(title, script)``: those are checked inside it, their lines among its output,
 not run a second time.
 
-With ``--ci`` (the set sized for CI) it leaves out the benchmarks that declare ``QUICK_IN_CI =
-False``: their quick modes run real campaigns (Ray, training, measuring), each tens of seconds or
-more, and together they would take CI past its budget (BUDGET_S for all quick modes; the figures
-are in docs/benchmarks.md). It names them at the end; the parts of one left out run on their own.
+``--jobs N`` runs up to N quick modes at once, each in its own process with caches of its own (CI
+runs two: a quick mode is mostly one Python thread, and their figures are not judged). The
+benchmarks that declare ``QUICK_CAMPAIGNS = True`` — their quick modes run real campaigns (Ray,
+training, measuring), tens of seconds each — start first, so that the runs end together rather
+than behind one long one.
 
-Names, parts and the CI flag are read from each script's source (``ast``), not by importing it,
+With ``--ci`` (the set sized for CI) it leaves out the benchmarks that also declare ``QUICK_IN_CI =
+False``: the three longest quick modes (30-90 s each here), which would take CI past its budget
+(BUDGET_S, wall seconds, for the quick modes of ``--ci``; docs/benchmarks.md has the times). It
+names them at the end; the parts of one left out run on their own.
+
+Names, parts and the two flags are read from each script's source (``ast``), not by importing it,
 so a script whose imports broke fails as itself, with its traceback. A script with a
 ``__main__`` block but no ``BENCH_NAMES`` is an error, so that a new benchmark cannot be left
 out; a module without one (``vendor_tools.py``, ``watched_timing.py``, ``study_counts.py``,
 ``tiny_space.py``) is a helper the benchmarks import.
 
-Prints one line per run (``ok``, ``skip`` or ``FAIL``, its seconds), the reason and the end of
-the output of each failure, and the total (with ``--ci``, against BUDGET_S). Exit status 1 when
-any failed.
+Prints one line per run as it ends (``ok``, ``skip`` or ``FAIL``, its seconds), the reason and the
+end of the output of each failure, and the wall time of all of them (against BUDGET_S when every
+--ci). Exit status 1 when any failed.
 
-Usage: ``python benchmarks/quick.py [SCRIPT ...] [--ci] [--timeout 300]`` (default: every
-benchmark).
+Usage: ``python benchmarks/quick.py [SCRIPT ...] [--ci] [--jobs 2] [--timeout 300]`` (default:
+every benchmark, one at a time).
 """
 
 from __future__ import annotations
@@ -42,15 +48,18 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-# What the quick modes of --ci may take together: CI (.ci/run) must end within 25 minutes, and
-# the tests and the lint take most of that (docs/benchmarks.md).
-BUDGET_S = 180.0
+# Wall seconds the quick modes of --ci may take together (`make bench-quick`: two at a time, beside
+# the lint): CI (.ci/run) must end within 25 minutes, and the tests take most of that
+# (docs/benchmarks.md).
+BUDGET_S = 150.0
 TIMEOUT_S = 300.0  # one script: a hang fails it, not the whole CI job
 SKIP_PREFIX = "SKIP "
 TAIL_LINES = 25
@@ -58,12 +67,13 @@ TAIL_LINES = 25
 
 @dataclass(frozen=True)
 class Benchmark:
-    """A script, the BENCH names its quick mode must print, the benchmarks it runs, and whether
-    CI runs it."""
+    """A script, the BENCH names its quick mode must print, the benchmarks it runs, whether its
+    quick mode runs real campaigns (started first) and whether CI runs it."""
 
     path: Path
     names: tuple[str, ...]
     parts: tuple[str, ...] = ()
+    campaigns: bool = False
     in_ci: bool = True
 
 
@@ -93,15 +103,15 @@ def _literal(tree: ast.Module, name: str) -> object:
 
 
 def declared(path: Path) -> Benchmark | None:
-    """The script's ``BENCH_NAMES``, ``PARTS`` and ``QUICK_IN_CI``; None when it declares no
-    BENCH_NAMES. ValueError naming the script when one is not a literal of the documented
-    shape."""
+    """The script's ``BENCH_NAMES``, ``PARTS``, ``QUICK_CAMPAIGNS`` and ``QUICK_IN_CI``; None
+    when it declares no BENCH_NAMES. ValueError naming the script when one is not a literal of
+    the documented shape."""
     tree = ast.parse(path.read_text(), filename=str(path))
     try:
         names, parts = _literal(tree, "BENCH_NAMES"), _literal(tree, "PARTS") or ()
-        in_ci = _literal(tree, "QUICK_IN_CI")
+        campaigns, in_ci = _literal(tree, "QUICK_CAMPAIGNS"), _literal(tree, "QUICK_IN_CI")
     except ValueError as exc:
-        raise ValueError(f"{path.name}: BENCH_NAMES, PARTS and QUICK_IN_CI must be literals "
+        raise ValueError(f"{path.name}: BENCH_NAMES, PARTS and the QUICK_ flags must be literals "
                          f"({exc})") from exc
     if names is None:
         return None
@@ -113,9 +123,11 @@ def declared(path: Path) -> Benchmark | None:
             for p in parts)):
         raise ValueError(f"{path.name}: PARTS must be a tuple of (title, script) pairs, "
                          f"got {parts!r}")
-    if in_ci not in (None, True, False):
-        raise ValueError(f"{path.name}: QUICK_IN_CI must be True or False, got {in_ci!r}")
-    return Benchmark(path, names, tuple(script for _, script in parts), in_ci is not False)
+    for flag, value in (("QUICK_CAMPAIGNS", campaigns), ("QUICK_IN_CI", in_ci)):
+        if value not in (None, True, False):
+            raise ValueError(f"{path.name}: {flag} must be True or False, got {value!r}")
+    return Benchmark(path, names, tuple(script for _, script in parts), campaigns is True,
+                     in_ci is not False)
 
 
 def has_main(path: Path) -> bool:
@@ -148,11 +160,11 @@ def discover(folder: Path = HERE) -> list[Benchmark]:
 def to_run(benches: list[Benchmark], wanted: set[str] | None = None, ci: bool = False
            ) -> list[tuple[Benchmark, tuple[str, ...]]]:
     """(benchmark, the names its output must hold) of each run, of those ``wanted`` (default:
-    all; ``ci``: those CI runs): a part of another benchmark that runs is checked inside it (its
-    names added to that one's), else it runs on its own."""
+    all; ``ci``: those CI runs), those that run campaigns first: a part of another benchmark that
+    runs is checked inside it (its names added to that one's), else it runs on its own."""
     by_name = {b.path.name: b for b in benches}
-    chosen = [b for b in benches if (wanted is None or b.path.name in wanted)
-              and (b.in_ci or not ci)]
+    chosen = sorted((b for b in benches if (wanted is None or b.path.name in wanted)
+                     and (b.in_ci or not ci)), key=lambda b: not b.campaigns)
     inside = {part for b in chosen for part in b.parts}
     runs = []
     for bench in chosen:
@@ -205,14 +217,36 @@ def run(bench: Benchmark, names: tuple[str, ...], timeout_s: float, env: dict[st
                  time.perf_counter() - started)
 
 
+_PRINTING = threading.Lock()
+
+
 def report(outcome: Outcome, parts: tuple[str, ...]) -> None:
     line = f"{outcome.status:4} {outcome.script:26} {outcome.seconds:6.1f} s"
     if parts:
         line += f"  (with {', '.join(parts)})"
-    print(line + (f"  {outcome.why}" if outcome.why else ""), flush=True)
+    text = line + (f"  {outcome.why}" if outcome.why else "") + "\n"
     if outcome.status == "FAIL" and outcome.tail:
-        print("".join(f"     | {text}\n" for text in outcome.tail.splitlines()), end="",
-              flush=True)
+        text += "".join(f"     | {tail}\n" for tail in outcome.tail.splitlines())
+    with _PRINTING:  # runs end in other threads: one report at a time, whole
+        print(text, end="", flush=True)
+
+
+def run_all(runs: list[tuple[Benchmark, tuple[str, ...]]], jobs: int, timeout_s: float,
+            cache: Path) -> list[Outcome]:
+    """Every run, up to ``jobs`` at once in the order given, each reported as it ends; each with
+    fresh caches of its own under ``cache`` (two at once never share a cache file)."""
+
+    def one(bench: Benchmark, names: tuple[str, ...]) -> Outcome:
+        own = cache / bench.path.stem
+        env = dict(os.environ, PYTHONUNBUFFERED="1", DSE_CACHE_HOME=str(own / "user"),
+                   DSE_DEVICE_CACHE=str(own / "device"))
+        outcome = run(bench, names, timeout_s, env)
+        report(outcome, bench.parts)
+        return outcome
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(one, bench, names) for bench, names in runs]
+        return [future.result() for future in futures]
 
 
 def main() -> int:
@@ -220,9 +254,13 @@ def main() -> int:
     parser.add_argument("scripts", nargs="*", help="run only these (e.g. reliability_drivers.py)")
     parser.add_argument("--ci", action="store_true",
                         help="leave out the benchmarks that declare QUICK_IN_CI = False")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="quick modes run at once, each in its own process (default 1)")
     parser.add_argument("--timeout", type=float, default=TIMEOUT_S,
                         help=f"seconds one quick run may take (default {TIMEOUT_S:g})")
     args = parser.parse_args()
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
     try:
         benches = discover()
     except ValueError as exc:
@@ -232,23 +270,21 @@ def main() -> int:
     unknown = (wanted or set()) - {b.path.name for b in benches}
     if unknown:
         parser.error(f"not a benchmark of {HERE}: {', '.join(sorted(unknown))}")
-    outcomes = []
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dse-quick-cache-") as cache:
-        env = dict(os.environ, PYTHONUNBUFFERED="1", DSE_CACHE_HOME=f"{cache}/user",
-                   DSE_DEVICE_CACHE=f"{cache}/device")
-        for bench, names in to_run(benches, wanted, args.ci):
-            outcomes.append(run(bench, names, args.timeout, env))
-            report(outcomes[-1], bench.parts)
-    total = sum(o.seconds for o in outcomes)
+        outcomes = run_all(to_run(benches, wanted, args.ci), args.jobs, args.timeout,
+                           Path(cache))
+    wall = time.perf_counter() - started
     failed = [o.script for o in outcomes if o.status == "FAIL"]
-    over = f", OVER CI's budget of {BUDGET_S:.0f} s" if args.ci and total > BUDGET_S else ""
-    print(f"{len(outcomes)} quick runs in {total:.0f} s{over}; "
+    over = f", OVER CI's budget of {BUDGET_S:.0f} s" if args.ci and wall > BUDGET_S else ""
+    print(f"{len(outcomes)} quick runs in {wall:.0f} s ({sum(o.seconds for o in outcomes):.0f} s "
+          f"of runs, {args.jobs} at a time){over}; "
           + (f"FAILED: {', '.join(failed)}" if failed else "all passed"))
     left_out = [b.path.name for b in benches if args.ci and not b.in_ci
                 and (wanted is None or b.path.name in wanted)]
     if left_out:
-        print(f"not run here (QUICK_IN_CI = False: real campaigns, over CI's budget; "
-              f"`python benchmarks/quick.py` runs them): {', '.join(left_out)}")
+        print(f"not run here (QUICK_IN_CI = False: the longest, over CI's budget; "
+              f"`python benchmarks/quick.py --jobs 2` runs them): {', '.join(left_out)}")
     return 1 if failed else 0
 
 

@@ -70,8 +70,37 @@ def test_a_part_is_checked_inside_its_benchmark_unless_that_one_is_left_out(
     benches = quick.discover(tmp_path)
     assert [(b.path.name, names) for b, names in quick.to_run(benches)] == [
         ("whole.py", ("w", "p"))]
+    assert [(b.path.name, names) for b, names in quick.to_run(benches, {"part.py"})] == [
+        ("part.py", ("p",))]
     assert [(b.path.name, names) for b, names in quick.to_run(benches, ci=True)] == [
         ("part.py", ("p",))]
+
+
+def test_benchmarks_that_run_campaigns_start_first(quick: ModuleType, tmp_path: Path) -> None:
+    _script(tmp_path, "a_light.py", 'BENCH_NAMES = ("a",)\n\n\ndef main() -> None: ...')
+    _script(tmp_path, "z_heavy.py", 'BENCH_NAMES = ("z",)\nQUICK_CAMPAIGNS = True\n\n\n'
+            "def main() -> None: ...")
+    assert [b.path.name for b, _ in quick.to_run(quick.discover(tmp_path))] == [
+        "z_heavy.py", "a_light.py"]
+
+
+def test_two_jobs_run_two_quick_modes_at_once(quick: ModuleType, tmp_path: Path) -> None:
+    # Each script says it started, then waits for the other's word: only two at once pass.
+    body = ("import sys, time\nfrom pathlib import Path\n\nBENCH_NAMES = ('{me}',)\n\n\n"
+            "def main() -> None:\n"
+            "    Path(r'{folder}', '{me}.started').touch()\n"
+            "    deadline = time.monotonic() + 60\n"
+            "    while not Path(r'{folder}', '{other}.started').exists():\n"
+            "        assert time.monotonic() < deadline, 'never ran beside {other}'\n"
+            "        time.sleep(0.01)\n"
+            "    print('BENCH {me} 1')")
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    for me, other in (("one", "two"), ("two", "one")):
+        _script(scripts, f"{me}.py", body.format(me=me, other=other, folder=tmp_path))
+    runs = quick.to_run(quick.discover(scripts))
+    outcomes = quick.run_all(runs, 2, 120.0, tmp_path / "cache")
+    assert [(o.script, o.status) for o in outcomes] == [("one.py", "ok"), ("two.py", "ok")]
 
 
 def test_a_part_that_is_no_benchmark_is_an_error(quick: ModuleType, tmp_path: Path) -> None:

@@ -232,12 +232,54 @@ def quality_summary(trials: pd.DataFrame) -> str:
                   if TrialAttr.SLOWER_THAN_FIRST in second.columns else 0)
         if slower:
             line += f", {slower} slower than the first (which kept its place)"
+        apart = looks_apart(fresh, second)
+        if apart:
+            pairs = ", ".join(f"{first} and {look}: {ratio:.1f}x" for first, look, ratio
+                              in apart[:TOP_REASONS])
+            more = f", {len(apart) - TOP_REASONS} more" if len(apart) > TOP_REASONS else ""
+            line += (f"; {len(apart)} candidate{'' if len(apart) == 1 else 's'} timed at "
+                     f"least {LOOKS_APART:g}x apart at {'its' if len(apart) == 1 else 'their'} two "
+                     f"clean looks (trials {pairs}{more}): {'its' if len(apart) == 1 else 'their'}"
+                     f" speed on the device moves")
     parts = [_failures(fresh[fresh[TrialAttr.STATUS] == "failed"])]
     infeasible = int((fresh[TrialAttr.STATUS] == "infeasible").sum())
     parts.append(f"{infeasible} infeasible" if infeasible else "")
     reused = len(trials) - len(fresh)
     parts.append(f"{reused} reused an earlier result" if reused else "")
     return "; ".join([line, *(part for part in parts if part)])
+
+
+#: Two clean looks at one candidate whose p50 latencies lie this far apart (the slower over the
+#: faster) are named in the closing line: far beyond one configuration's run-to-run variation on a
+#: quiet machine (p50 within 2.5-15% on the development VM), so the configuration's own speed on
+#: the device moved between them — as configurations that use every core do there, by 2x for
+#: minutes (docs/benchmarks.md, "What moves the fronts now"). Of the two the faster competes
+#: (dse.search.second_looks); this says the front point is one speed of two.
+LOOKS_APART = 1.25
+
+
+def looks_apart(trials: pd.DataFrame, second: pd.DataFrame) -> list[tuple[int, int, float]]:
+    """(first trial, second look, slower p50 over faster) for each of ``second`` (second looks of
+    ``trials``) that measured cleanly, as its first did, at least :data:`LOOKS_APART` apart on
+    p50 latency; the farthest first. A device's looks are matched to firsts of the same device."""
+    column = metric_column("latency_p50_ms")
+    if column not in trials.columns or second.empty:
+        return []
+    device = "device" if "device" in trials.columns else None
+    key = (lambda row: (row[device], int(row["trial"]))) if device else (
+        lambda row: int(row["trial"]))
+    clean = trials[trials[TrialAttr.MEASUREMENT_QUALITY].astype("string") == "ok"]
+    firsts = {key(row): float(row[column]) for _, row in clean.iterrows()}
+    found = []
+    for _, row in second[second[TrialAttr.MEASUREMENT_QUALITY].astype("string") == "ok"].iterrows():
+        first_key = ((row[device], int(row[TrialAttr.SECOND_LOOK_OF])) if device
+                     else int(row[TrialAttr.SECOND_LOOK_OF]))
+        first, look = firsts.get(first_key, np.nan), float(row[column])
+        if first > 0 and look > 0:
+            ratio = max(first, look) / min(first, look)
+            if ratio >= LOOKS_APART:
+                found.append((int(row[TrialAttr.SECOND_LOOK_OF]), int(row["trial"]), ratio))
+    return sorted(found, key=lambda item: (-item[2], item[0]))
 
 
 def _failures(failed: pd.DataFrame) -> str:

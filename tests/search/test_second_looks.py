@@ -11,6 +11,7 @@ from optuna.trial import TrialState
 from dse.app.campaign_setup import campaign_finished, resume_notice
 from dse.core.trial_record import StudyAttr, TrialAttr
 from dse.results import front_frame, quality_summary, trials_frame
+from dse.results.table import looks_apart
 from dse.search.device_search import _requeue_once, counts_toward_budget
 from dse.search.second_looks import look_is_slower, outranked, pending_second_looks
 from dse.search.study import StudyProgress
@@ -198,6 +199,32 @@ def test_of_two_clean_looks_the_faster_competes() -> None:
     front = set(front_frame(trials, OBJECTIVES)["trial"])
     assert front == {0, faster}
     assert outranked(study.get_trials()) == {2, slower}
+    # Both looks lie over 1.25x from their firsts (0.7 against 0.5 ms, 0.45 against 0.6).
     assert quality_summary(trials).endswith(
         "; 2 second looks at the end of the search: 2 clean, 1 slower than the first (which "
-        "kept its place); 1 reused an earlier result")
+        f"kept its place); 2 candidates timed at least 1.25x apart at their two clean looks "
+        f"(trials 1 and {slower}: 1.4x, 2 and {faster}: 1.3x): their speed on the device moves; "
+        "1 reused an earlier result")
+
+
+def test_two_clean_looks_far_apart_are_named_in_the_closing_line() -> None:
+    study = _clean_study()
+    # 2's look read 2x faster (0.6 -> 0.3 ms): beyond LOOKS_APART. 0's look 1.1x slower: within.
+    far = _trial(study, 0.6, 0.8, 0.3, "ok", second_look_of=2)
+    _trial(study, 1.0, 0.9, 1.1, "ok", second_look_of=0, **{TrialAttr.SLOWER_THAN_FIRST: True})
+    trials = trials_frame(study)
+    assert looks_apart(trials, trials[trials[TrialAttr.SECOND_LOOK_OF].notna()]) == [
+        (2, far, 2.0)]
+    assert quality_summary(trials).endswith(
+        "; 2 second looks at the end of the search: 2 clean, 1 slower than the first (which kept "
+        f"its place); 1 candidate timed at least 1.25x apart at its two clean looks (trials 2 and "
+        f"{far}: 2.0x): its speed on the device moves; 1 reused an earlier result")
+
+
+def test_a_look_far_from_an_unclean_first_is_no_sign_of_a_moving_speed() -> None:
+    study = _study()
+    # 2 was disturbed (2.0 ms): its clean look at 0.7 ms is what the label was for.
+    _trial(study, 0.75, 0.7, 0.7, "ok", second_look_of=2)
+    trials = trials_frame(study)
+    assert looks_apart(trials, trials[trials[TrialAttr.SECOND_LOOK_OF].notna()]) == []
+    assert "apart" not in quality_summary(trials)

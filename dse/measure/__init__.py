@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from dse.measure.footprint import model_footprint_mb as model_footprint_mb
     from dse.measure.footprint import rss_bytes as rss_bytes
     from dse.measure.footprint import trim_heap as trim_heap
+    from dse.measure.generation import GenerationStats as GenerationStats
+    from dse.measure.generation import measure_generation as measure_generation
     from dse.measure.harness import measure_latency as measure_latency
     from dse.measure.provenance import cpu_clocks_mhz as cpu_clocks_mhz
     from dse.measure.provenance import host_provenance as host_provenance
@@ -65,6 +67,7 @@ _NAMES = {
     "BLOCK_WARM_SHARE": "dse.measure.duel",
     "B_FASTER": "dse.measure.duel_stats",
     "DuelRun": "dse.measure.duel",
+    "GenerationStats": "dse.measure.generation",
     "LatencyStats": "dse.measure.stats",
     "OfflineStats": "dse.measure.scenarios",
     "PERCENTILES": "dse.measure.stats",
@@ -91,6 +94,7 @@ _NAMES = {
     "load": "dse.measure.run_to_run",
     "make_probe": "dse.measure.telemetry",
     "make_probes": "dse.measure.telemetry",
+    "measure_generation": "dse.measure.generation",
     "measure_latency": "dse.measure.harness",
     "measure_offline": "dse.measure.scenarios",
     "measure_sustained": "dse.measure.scenarios",

@@ -1,0 +1,63 @@
+"""A causal language model's greedy generation in torch, as the stream of steps that
+:mod:`dse.measure.generation` times: the prompt in one forward pass (prefill), then one forward
+pass per token over the model's own KV cache (decode).
+
+Any causal LM that transformers builds takes this loop (Llama, Qwen2, Gemma, Phi, ...): it passes
+``input_ids``, ``attention_mask``, ``position_ids`` and ``past_key_values`` only, and picks the
+next token by argmax, as ``generate(do_sample=False)`` does. It never stops at an end-of-sequence
+token: every request decodes exactly ``output_tokens`` steps, so every request times the same
+work. Prompts of unequal length are left-padded (``left_pad``); positions count real tokens
+only, so a padded sequence decodes as it would alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+
+def left_pad(prompts: Sequence[Sequence[int]], pad_id: int = 0
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token-id prompts as one batch, padded on the left: (input_ids, attention_mask)."""
+    import torch
+
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt):] = torch.tensor(list(prompt), dtype=torch.long)
+        mask[row, width - len(prompt):] = 1
+    return ids, mask
+
+
+def greedy_stream(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                  output_tokens: int) -> Iterator[torch.Tensor]:
+    """Prefill ``input_ids`` and decode greedily, yielding each step's tokens (one per sequence,
+    shape (batch, 1)) as soon as they exist: ``output_tokens`` steps."""
+    import torch
+
+    if output_tokens < 1:
+        raise ValueError(f"output_tokens must be at least 1, got {output_tokens}")
+    mask = attention_mask
+    # Positions count the real tokens of each row (left padding has none).
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.inference_mode():
+        out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                    use_cache=True)
+        token = out.logits[:, -1, :].argmax(-1, keepdim=True)
+        yield token
+        past = out.past_key_values
+        position = positions[:, -1:]
+        for _ in range(output_tokens - 1):
+            mask = torch.cat([mask, torch.ones_like(token)], dim=-1)
+            position = position + 1
+            out = model(input_ids=token, attention_mask=mask, position_ids=position,
+                        past_key_values=past, use_cache=True)
+            past = out.past_key_values
+            token = out.logits[:, -1, :].argmax(-1, keepdim=True)
+            yield token

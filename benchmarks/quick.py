@@ -33,8 +33,8 @@ out; a module without one (``vendor_tools.py``, ``watched_timing.py``, ``study_c
 ``tiny_space.py``) is a helper the benchmarks import.
 
 Prints one line per run as it ends (``ok``, ``skip`` or ``FAIL``, its seconds), the reason and the
-end of the output of each failure, and the wall time of all of them (against BUDGET_S when every
---ci). Exit status 1 when any failed.
+end of the output of each failure, and the wall time of all of them (against BUDGET_S with
+``--ci``). Exit status 1 when any failed.
 
 Usage: ``python benchmarks/quick.py [SCRIPT ...] [--ci] [--jobs 2] [--timeout 300]`` (default:
 every benchmark, one at a time).

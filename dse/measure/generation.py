@@ -30,15 +30,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from dse.core import MeasurementError
-from dse.measure.stats import quantile_ci, run_quantile_ci
+from dse.measure.stats import percentile_quantile, quantile_ci, run_quantile_ci
 
 #: The percentiles reported of each phase.
-PHASE_PERCENTILES = {"p50": 0.5, "p99": 0.99}
+PHASE_PERCENTILES = ("p50", "p99")
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,6 @@ class GenerationStats:
     e2e_ms: list[float]
     seconds: float
     warmup_requests: int = 0
-    notes: list[str] = field(default_factory=list)
 
     @property
     def requests(self) -> int:
@@ -73,7 +72,8 @@ class GenerationStats:
             if not samples:
                 continue
             data = np.asarray(samples, dtype=np.float64)
-            for name, q in PHASE_PERCENTILES.items():
+            for name in PHASE_PERCENTILES:
+                q = percentile_quantile(name)
                 found[f"{phase}_{name}_ms"] = float(np.quantile(data, q))
                 interval = (run_quantile_ci(data, q, blocks) if phase == "tpot"
                             else quantile_ci(data, q))

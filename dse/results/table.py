@@ -237,10 +237,11 @@ def quality_summary(trials: pd.DataFrame) -> str:
             pairs = ", ".join(f"{first} and {look}: {ratio:.1f}x" for first, look, ratio
                               in apart[:TOP_REASONS])
             more = f", {len(apart) - TOP_REASONS} more" if len(apart) > TOP_REASONS else ""
-            line += (f"; {len(apart)} candidate{'' if len(apart) == 1 else 's'} timed at "
-                     f"least {LOOKS_APART:g}x apart at {'its' if len(apart) == 1 else 'their'} two "
-                     f"clean looks (trials {pairs}{more}): {'its' if len(apart) == 1 else 'their'}"
-                     f" speed on the device moves")
+            one = len(apart) == 1
+            its = "its" if one else "their"
+            line += (f"; {len(apart)} candidate{'' if one else 's'} timed at least "
+                     f"{LOOKS_APART:g}x apart at {its} two clean looks (trials {pairs}{more}): "
+                     f"{its} speed on the device moves")
     parts = [_failures(fresh[fresh[TrialAttr.STATUS] == "failed"])]
     infeasible = int((fresh[TrialAttr.STATUS] == "infeasible").sum())
     parts.append(f"{infeasible} infeasible" if infeasible else "")
@@ -265,20 +266,20 @@ def looks_apart(trials: pd.DataFrame, second: pd.DataFrame) -> list[tuple[int, i
     column = metric_column("latency_p50_ms")
     if column not in trials.columns or second.empty:
         return []
-    device = "device" if "device" in trials.columns else None
-    key = (lambda row: (row[device], int(row["trial"]))) if device else (
-        lambda row: int(row["trial"]))
-    clean = trials[trials[TrialAttr.MEASUREMENT_QUALITY].astype("string") == "ok"]
-    firsts = {key(row): float(row[column]) for _, row in clean.iterrows()}
-    found = []
-    for _, row in second[second[TrialAttr.MEASUREMENT_QUALITY].astype("string") == "ok"].iterrows():
-        first_key = ((row[device], int(row[TrialAttr.SECOND_LOOK_OF])) if device
-                     else int(row[TrialAttr.SECOND_LOOK_OF]))
-        first, look = firsts.get(first_key, np.nan), float(row[column])
-        if first > 0 and look > 0:
-            ratio = max(first, look) / min(first, look)
-            if ratio >= LOOKS_APART:
-                found.append((int(row[TrialAttr.SECOND_LOOK_OF]), int(row["trial"]), ratio))
+
+    def clean(rows: pd.DataFrame) -> pd.DataFrame:
+        return rows[rows[TrialAttr.MEASUREMENT_QUALITY].astype("string") == "ok"]
+
+    device = [name for name in ("device",) if name in trials.columns]
+    firsts = clean(trials)[[*device, "trial", column]].rename(
+        columns={"trial": "first_trial", column: "first_p50"})
+    pairs = clean(second).astype({TrialAttr.SECOND_LOOK_OF: "int64"}).merge(
+        firsts, left_on=[*device, TrialAttr.SECOND_LOOK_OF], right_on=[*device, "first_trial"])
+    both = pairs[[column, "first_p50"]].where(pairs[[column, "first_p50"]] > 0)
+    ratio = both.max(axis=1) / both.min(axis=1)
+    found = [(int(first), int(look), float(r)) for first, look, r
+             in zip(pairs["first_trial"], pairs["trial"], ratio, strict=True)
+             if r >= LOOKS_APART]
     return sorted(found, key=lambda item: (-item[2], item[0]))
 
 

@@ -228,3 +228,19 @@ def test_a_look_far_from_an_unclean_first_is_no_sign_of_a_moving_speed() -> None
     trials = trials_frame(study)
     assert looks_apart(trials, trials[trials[TrialAttr.SECOND_LOOK_OF].notna()]) == []
     assert "apart" not in quality_summary(trials)
+
+
+def test_a_look_is_compared_with_the_first_of_its_own_device() -> None:
+    import pandas as pd
+
+    from dse.core import metric_column
+
+    p50 = metric_column("latency_p50_ms")
+    trials = pd.DataFrame({
+        "device": ["a", "b", "a", "b"], "trial": [0, 0, 1, 1],
+        TrialAttr.MEASUREMENT_QUALITY: ["ok"] * 4,
+        TrialAttr.SECOND_LOOK_OF: pd.array([None, None, 0, 0], dtype="Int64"),
+        p50: [1.0, 2.0, 1.05, 1.0]})
+    # On a, 1.05 against its own 1.0; on b, 1.0 against 2.0: only b's look moved.
+    second = trials[trials[TrialAttr.SECOND_LOOK_OF].notna()]
+    assert looks_apart(trials, second) == [(0, 1, 2.0)]

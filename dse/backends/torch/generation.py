@@ -23,15 +23,14 @@ def left_pad(prompts: Sequence[Sequence[int]], pad_id: int = 0
              ) -> tuple[torch.Tensor, torch.Tensor]:
     """Token-id prompts as one batch, padded on the left: (input_ids, attention_mask)."""
     import torch
+    from torch.nn.utils.rnn import pad_sequence
 
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for row, prompt in enumerate(prompts):
-        ids[row, width - len(prompt):] = torch.tensor(list(prompt), dtype=torch.long)
-        mask[row, width - len(prompt):] = 1
+    rows = [torch.tensor(list(prompt), dtype=torch.long) for prompt in prompts]
+    ids = pad_sequence(rows, batch_first=True, padding_value=pad_id, padding_side="left")
+    mask = pad_sequence([torch.ones_like(row) for row in rows], batch_first=True,
+                        padding_value=0, padding_side="left")
     return ids, mask
 
 

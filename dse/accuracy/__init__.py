@@ -7,6 +7,7 @@ from dse.accuracy.agreement import fidelity_metrics, non_finite, predict_batches
 from dse.accuracy.cache import TrainedModel, initial_module, train_or_load, training_key
 from dse.accuracy.datasets import load_split, synthetic_inputs
 from dse.accuracy.digits import DigitsSplit, load_digits_split
+from dse.accuracy.language import heldout_ids, language_quality, prompt_ids
 from dse.accuracy.proxies import PROXIES, proxy_scores
 from dse.accuracy.sequences import DEFAULT_NUM_CLASSES, FEATURES
 from dse.accuracy.training import accuracy, torch_threads, train
@@ -21,11 +22,14 @@ __all__ = [
     "TrainedModel",
     "accuracy",
     "fidelity_metrics",
+    "heldout_ids",
     "initial_module",
+    "language_quality",
     "load_digits_split",
     "load_split",
     "non_finite",
     "predict_batches",
+    "prompt_ids",
     "proxy_scores",
     "reference_logits",
     "run_user_evaluator",

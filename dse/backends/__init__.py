@@ -9,6 +9,7 @@ from dse.backends.backend_registry import BACKENDS, get_backend, register_backen
 from dse.backends.base import PROVENANCE_KEYS, Backend, Runner, default_threads, first_error_line, thread_knob
 from dse.backends.bundle_extras import BundleExtras
 from dse.backends.capabilities import CAPABILITIES, Capability, supports, supports_device
+from dse.backends.generation_runner import GenerationRunner
 from dse.backends.op_profile import OpProfile, OpRecord, ProfileRequest, ProfilerMissing, timed_runs
 from dse.plugins import BackendDeclaration
 
@@ -20,6 +21,7 @@ __all__ = [
     "BackendDeclaration",
     "BundleExtras",
     "Capability",
+    "GenerationRunner",
     "OpProfile",
     "OpRecord",
     "ProfileRequest",

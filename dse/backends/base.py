@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 
     from dse.artifacts import Artifact
     from dse.backends.bundle_extras import BundleExtras
+    from dse.backends.generation_runner import GenerationRunner
     from dse.backends.op_profile import OpProfile, ProfileRequest
+    from dse.models import LanguageModel
     from dse.plugins import BackendDeclaration
     from dse.spec import HardwareProfile
 
@@ -165,6 +167,14 @@ class Backend(ABC):
         Raises BuildError for an artifact this backend cannot load, an unknown or invalid knob,
         or a runtime that refuses the model.
         """
+
+    def compile_generator(self, model: LanguageModel, precision: str, knobs: Mapping[str, Any],
+                          profile: HardwareProfile, batch_size: int) -> GenerationRunner:
+        """A runner of the generative ``model`` (fp32, on the CPU, shared: copy before
+        changing it) at ``precision`` on the device ``profile`` describes, for requests of
+        ``batch_size`` sequences. Backends that declare a ``generation`` capability override
+        it; this default raises BuildError saying the backend runs none."""
+        raise BuildError(f"backend {self.name!r} runs no generative language model")
 
     def start_runtime(self, profile: HardwareProfile) -> None:  # noqa: B027 - optional hook
         """Load the runtime's libraries and global state in this process, once, before any

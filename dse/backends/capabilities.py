@@ -13,7 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from itertools import product
 
-from dse.plugins import DEVICE_KINDS, PRECISIONS, Capability, backend_names, capability
+from dse.plugins import (
+    DEVICE_KINDS,
+    PRECISIONS,
+    Capability,
+    backend_names,
+    capability,
+    generation_capability,
+)
 
 __all__ = ["CAPABILITIES", "DEVICE_KINDS", "PRECISIONS", "Capability", "supports",
            "supports_device"]
@@ -68,11 +75,21 @@ def supports(backend: str, precision: str, device_kind: str) -> tuple[bool, str]
 
 
 def supports_device(backend: str, precision: str, device_kind: str,
-                    compute_capability: float | None) -> tuple[bool, str]:
+                    compute_capability: float | None, *,
+                    generative: bool = False) -> tuple[bool, str]:
     """:func:`supports`, plus the entry's compute-capability floor when the device's profile
-    names its GPU's compute capability (a profile that does not is checked when compiling)."""
-    ok, reason = supports(backend, precision, device_kind)
-    floor = CAPABILITIES[backend, precision, device_kind].min_compute_capability if ok else None
+    names its GPU's compute capability (a profile that does not is checked when compiling).
+    ``generative``: the entry for a generative language model (the backend's declared
+    ``generation`` capability) instead of a fixed-shape model's."""
+    if generative:
+        entry = generation_capability(backend, precision, device_kind)
+        if entry is None:
+            return supports(backend, precision, device_kind)  # says what is unknown
+        ok, reason = entry.supported, entry.reason
+    else:
+        ok, reason = supports(backend, precision, device_kind)
+        entry = CAPABILITIES[backend, precision, device_kind] if ok else None
+    floor = entry.min_compute_capability if ok and entry is not None else None
     if floor is not None and compute_capability is not None and compute_capability < floor:
         return False, (f"{backend} {precision} needs compute capability >= {floor:g}; the device's "
                        f"GPU has {compute_capability:g}")

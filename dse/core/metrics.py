@@ -232,6 +232,74 @@ METRICS: dict[str, MetricSpec] = _table(
                "Wall time to build the artifact (export, quantization, compile), cache hits excluded."),
     MetricSpec("train_seconds", "s", MIN,
                "Wall time of the accuracy training for this architecture (0 when cached)."),
+    MetricSpec("ttft_p50_ms", "ms", MIN,
+               "Median time to first token of a request (generative models): the prefill of "
+               "its prompts and every sequence's first token."),
+    MetricSpec("ttft_p50_ci_low_ms", "ms", MIN,
+               "Lower bound of the 95% confidence interval of ttft_p50_ms."),
+    MetricSpec("ttft_p50_ci_high_ms", "ms", MIN,
+               "Upper bound of the 95% confidence interval of ttft_p50_ms."),
+    MetricSpec("ttft_p99_ms", "ms", MIN,
+               "99th-percentile time to first token of a request (generative models)."),
+    MetricSpec("ttft_p99_ci_low_ms", "ms", MIN,
+               "Lower bound of the 95% confidence interval of ttft_p99_ms."),
+    MetricSpec("ttft_p99_ci_high_ms", "ms", MIN,
+               "Upper bound of the 95% confidence interval of ttft_p99_ms."),
+    MetricSpec("tpot_p50_ms", "ms", MIN,
+               "Median time per output token after the first, the inter-token latency of "
+               "a sequence (generative models)."),
+    MetricSpec("tpot_p50_ci_low_ms", "ms", MIN,
+               "Lower bound of the 95% confidence interval of tpot_p50_ms."),
+    MetricSpec("tpot_p50_ci_high_ms", "ms", MIN,
+               "Upper bound of the 95% confidence interval of tpot_p50_ms."),
+    MetricSpec("tpot_p99_ms", "ms", MIN,
+               "99th-percentile time per output token after the first (generative models)."),
+    MetricSpec("tpot_p99_ci_low_ms", "ms", MIN,
+               "Lower bound of the 95% confidence interval of tpot_p99_ms."),
+    MetricSpec("tpot_p99_ci_high_ms", "ms", MIN,
+               "Upper bound of the 95% confidence interval of tpot_p99_ms."),
+    MetricSpec("e2e_p50_ms", "ms", MIN,
+               "Median whole-request latency: prefill and every output token (generative "
+               "models)."),
+    MetricSpec("e2e_p50_ci_low_ms", "ms", MIN,
+               "Lower bound of the 95% confidence interval of e2e_p50_ms."),
+    MetricSpec("e2e_p50_ci_high_ms", "ms", MIN,
+               "Upper bound of the 95% confidence interval of e2e_p50_ms."),
+    MetricSpec("e2e_p99_ms", "ms", MIN,
+               "99th-percentile whole-request latency (generative models)."),
+    MetricSpec("e2e_p99_ci_low_ms", "ms", MIN,
+               "Lower bound of the 95% confidence interval of e2e_p99_ms."),
+    MetricSpec("e2e_p99_ci_high_ms", "ms", MIN,
+               "Upper bound of the 95% confidence interval of e2e_p99_ms."),
+    MetricSpec("decode_tokens_per_s", "tokens/s", MAX,
+               "Output tokens per second of one sequence while decoding (1000 / tpot_p50_ms)."),
+    MetricSpec("device_decode_tokens_per_s", "tokens/s", MAX,
+               "Output tokens per second of the whole batch while decoding (batch size x "
+               "decode_tokens_per_s)."),
+    MetricSpec("prefill_tokens_per_s", "tokens/s", MAX,
+               "Prompt tokens per second of the batch's prefill (over ttft_p50_ms)."),
+    MetricSpec("requests_per_s", "requests/s", MAX,
+               "Requests completed per second, back to back, over the timed window."),
+    MetricSpec("kv_cache_mb", "MB", MIN,
+               "The KV cache's memory at the workload's longest context (prompt plus output "
+               "tokens, every sequence of the batch), read from the runtime's own cache."),
+    MetricSpec("energy_per_token_mj", "mJ", MIN,
+               "Energy per output token over the timed requests (needs a power sensor)."),
+    MetricSpec("perplexity", "ratio", MIN,
+               "Perplexity of the deployed format on dse's held-out text (exp of the mean "
+               "next-token negative log-likelihood)."),
+    MetricSpec("perplexity_ratio", "ratio", MIN,
+               "Perplexity over the fp32 reference's on the same tokens (1 = unchanged; a "
+               "constraint such as perplexity_ratio <= 1.01 keeps formats within 1%)."),
+    MetricSpec("token_agreement", "fraction", MAX,
+               "Share of held-out positions whose most likely next token is the fp32 "
+               "reference's."),
+    MetricSpec("token_kl", "nats", MIN,
+               "Mean KL divergence of the next-token distribution from the fp32 reference's "
+               "on the held-out text."),
+    MetricSpec("greedy_match", "fraction", MAX,
+               "Share of the greedy output tokens of the workload's prompts that equal the fp32 "
+               "reference's."),
 )
 
 
@@ -285,8 +353,10 @@ def current_constraint_text(text: str) -> str:
 # The values a built-in metric can take, where the quantity itself bounds them: a constraint
 # outside its range can never hold. Metrics not listed (temperature, drift, proxies) are unbounded.
 _NON_NEGATIVE_UNITS = frozenset({"ms", "MB", "mJ", "W", "s", "M", "MFLOP", "GFLOP/s", "samples/s",
-                                 "FLOP/B", "logit", "ratio", "count"})
-_FRACTIONS = frozenset({"accuracy", "throttled_fraction", "top1_agreement"})
+                                 "FLOP/B", "logit", "ratio", "count", "tokens/s", "requests/s",
+                                 "nats"})
+_FRACTIONS = frozenset({"accuracy", "throttled_fraction", "top1_agreement", "token_agreement",
+                        "greedy_match"})
 
 
 def value_range(name: str) -> tuple[float, float]:

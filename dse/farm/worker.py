@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from dse.artifacts import DEVICE_CACHE_ENV
 from dse.core import BuildError, Candidate, Measurement, MeasurementError
 from dse.measure import Probe, make_probe, make_probes
+from dse.models import is_llm_source
 from dse.spec import HardwareProfile, MeasureSpec, TrainingSpec
 from dse.trial import (
     NodeLock,
@@ -175,6 +176,8 @@ class DeviceWorker:
         of each part and the verdict)."""
         from dse.trial import ArchFailure, prepare_candidate
 
+        if is_llm_source(candidate.family):
+            return self._evaluate_generator(candidate, measure)
         provenance = _trial_provenance(self.host)
         build, timed = Span(), Span()
         try:
@@ -194,6 +197,36 @@ class DeviceWorker:
                 else:
                     result = self._screen_then_measure(candidate, prepared, measure, provenance,
                                                        screening)
+            result.provenance.update(_spans(build, timed))
+            return result
+        except (MeasurementError, RuntimeError, MemoryError) as exc:
+            provenance.update(_spans(build, timed))
+            return Measurement(candidate.candidate_id, "failed",
+                               reason=f"{type(exc).__name__}: {exc}", provenance=provenance)
+        finally:
+            prepared.runner.close()
+
+    def _evaluate_generator(self, candidate: Candidate, measure: MeasureSpec) -> Measurement:
+        """Deploy the generative ``candidate`` and time its workload's requests
+        (:mod:`dse.trial.llm_model`, :mod:`dse.trial.generation_timing`); screening does not
+        apply (its fast protocol times calls, not requests)."""
+        from dse.trial import ArchFailure, measure_generator, prepare_generator
+
+        provenance = _trial_provenance(self.host)
+        build, timed = Span(), Span()
+        try:
+            with self.node_lock.shared(), build.timing():
+                prepared = prepare_generator(candidate, self.profile)
+        except BuildError as exc:
+            provenance.update(_spans(build, None))
+            if isinstance(exc, ArchFailure):
+                provenance["failure_scope"] = "arch"
+            return Measurement(candidate.candidate_id, "infeasible", reason=str(exc),
+                               provenance=provenance)
+        try:
+            with self.node_lock.exclusive(), timed.timing():
+                result = measure_generator(candidate, prepared, measure, provenance,
+                                           probes=self.probes)
             result.provenance.update(_spans(build, timed))
             return result
         except (MeasurementError, RuntimeError, MemoryError) as exc:

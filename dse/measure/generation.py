@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.core import MeasurementError
+from dse.measure.quality_labels import QUALITY_FLAGS, UNSTABLE_SHIFT_PCT
 from dse.measure.stats import percentile_quantile, quantile_ci, run_quantile_ci
 
 #: The percentiles reported of each phase.
@@ -91,6 +92,42 @@ class GenerationStats:
         return found
 
 
+#: The phases whose percentiles an objective or constraint may require an interval of.
+TIMED_PHASES = ("ttft", "tpot")
+
+
+def without_interval(found: dict[str, float], required: Iterable[str]) -> list[str]:
+    """The metrics among the ``required`` percentiles (``p50``, ``p99``) of TTFT and TPOT that
+    ``found`` (:meth:`GenerationStats.metrics`) holds without their 95% interval."""
+    return [f"{phase}_{name}_ms" for phase in TIMED_PHASES for name in required
+            if f"{phase}_{name}_ms" in found and f"{phase}_{name}_ci_low_ms" not in found]
+
+
+def halves_shift_pct(stats: GenerationStats) -> float:
+    """How far the median time per output token of the later half of the requests lay from the
+    earlier half's, in percent (0 with fewer than two requests or one token each)."""
+    per = stats.output_tokens - 1
+    if stats.requests < 2 or per < 1:
+        return 0.0
+    half = stats.requests // 2 * per
+    first, second = np.median(stats.tpot_ms[:half]), np.median(stats.tpot_ms[half:])
+    return float(100 * (second - first) / first) if first > 0 else 0.0
+
+
+def generation_quality(stats: GenerationStats, disturbance: str,
+                       required: Iterable[str]) -> dict[str, str]:
+    """The run's label and flags, as a latency run's (``measurement_quality``,
+    ``measurement_flags``): ``disturbed`` (the window's ``disturbance`` says why), ``underpowered``
+    (a ``required`` percentile of TTFT or TPOT has no interval), ``unstable`` (the later half's
+    median time per output token moved more than ``UNSTABLE_SHIFT_PCT`` from the earlier's)."""
+    applies = {"disturbed": bool(disturbance),
+               "underpowered": bool(without_interval(stats.metrics(), required)),
+               "unstable": abs(halves_shift_pct(stats)) > UNSTABLE_SHIFT_PCT}
+    flags = [flag for flag in QUALITY_FLAGS if applies.get(flag)]
+    return {"measurement_quality": flags[0] if flags else "ok",
+            "measurement_flags": ",".join(flags)}
+
+
 def time_request(stream: Callable[[], Iterable[object]]) -> tuple[float, list[float], float]:
     """One request on the host clock: (TTFT, the gaps between later steps, whole request), in
     ms. MeasurementError when the stream yields nothing."""
@@ -107,7 +144,10 @@ def time_request(stream: Callable[[], Iterable[object]]) -> tuple[float, list[fl
 
 def measure_generation(stream: Callable[[], Iterable[object]], *, batch: int,
                        prompt_tokens: int, output_tokens: int, warmup_requests: int = 1,
-                       min_requests: int = 5, min_seconds: float = 0.0) -> GenerationStats:
+                       min_requests: int = 5, min_seconds: float = 0.0,
+                       max_requests: int | None = None,
+                       enough: Callable[[GenerationStats], bool] | None = None,
+                       on_window: Callable[[bool], None] | None = None) -> GenerationStats:
     """Time requests of ``stream`` (the module's protocol) and return their samples.
 
     Args:
@@ -119,6 +159,11 @@ def measure_generation(stream: Callable[[], Iterable[object]], *, batch: int,
         warmup_requests: Untimed requests first.
         min_requests: Timed requests at least (at least 2: one request gives no spread).
         min_seconds: Seconds of timed requests at least.
+        max_requests: Timed requests at most (None: as many as ``enough`` wants).
+        enough: Once the minimums are met, asked after each request with the samples so far;
+            requests go on (up to ``max_requests``) until it says yes. None: stop at the minimums.
+        on_window: Called with True just before the first timed request and False just after
+            the last (a telemetry window around exactly the timed requests).
 
     Raises:
         ValueError: For an argument out of range.
@@ -138,9 +183,11 @@ def measure_generation(stream: Callable[[], Iterable[object]], *, batch: int,
     if batch < 1 or prompt_tokens < 1 or output_tokens < 1:
         raise ValueError(f"batch, prompt_tokens and output_tokens must be at least 1, got "
                          f"{batch}, {prompt_tokens}, {output_tokens}")
-    if warmup_requests < 0 or min_requests < 2 or min_seconds < 0:
-        raise ValueError(f"need warmup_requests >= 0, min_requests >= 2 and min_seconds >= 0, "
-                         f"got {warmup_requests}, {min_requests}, {min_seconds}")
+    if warmup_requests < 0 or min_requests < 2 or min_seconds < 0 \
+            or (max_requests is not None and max_requests < min_requests):
+        raise ValueError(f"need warmup_requests >= 0, 2 <= min_requests <= max_requests and "
+                         f"min_seconds >= 0, got {warmup_requests}, {min_requests}, "
+                         f"{max_requests}, {min_seconds}")
 
     def one() -> tuple[float, list[float], float]:
         ttft, gaps, e2e = time_request(stream)
@@ -155,13 +202,28 @@ def measure_generation(stream: Callable[[], Iterable[object]], *, batch: int,
     ttfts: list[float] = []
     tpots: list[float] = []
     e2es: list[float] = []
+
+    def so_far() -> GenerationStats:
+        return GenerationStats(batch, prompt_tokens, output_tokens, list(ttfts), list(tpots),
+                               list(e2es), time.perf_counter() - start, warmup_requests)
+
+    if on_window is not None:
+        on_window(True)
     start = time.perf_counter()
-    while True:
-        ttft, gaps, e2e = one()
-        ttfts.append(ttft)
-        tpots.extend(gaps)
-        e2es.append(e2e)
-        if len(ttfts) >= min_requests and time.perf_counter() - start >= min_seconds:
-            break
-    return GenerationStats(batch, prompt_tokens, output_tokens, ttfts, tpots, e2es,
-                           time.perf_counter() - start, warmup_requests)
+    try:
+        while True:
+            ttft, gaps, e2e = one()
+            ttfts.append(ttft)
+            tpots.extend(gaps)
+            e2es.append(e2e)
+            if len(ttfts) < min_requests or time.perf_counter() - start < min_seconds:
+                continue
+            if max_requests is not None and len(ttfts) >= max_requests:
+                break
+            if enough is None or enough(so_far()):
+                break
+        stats = so_far()
+    finally:
+        if on_window is not None:
+            on_window(False)
+    return stats

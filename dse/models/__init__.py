@@ -6,7 +6,17 @@ first read (:mod:`dse.plugins.families`).
 
 from dse.models.checks import model_problems
 from dse.models.family import FAMILIES, ModelFamily, get_family, register_family
+from dse.models.file_hash import file_sha256
 from dse.models.graph_statistics import GraphStats, NodeCost, graph_stats, node_costs
+from dse.models.llm import (
+    LLM_PREFIX,
+    LanguageModel,
+    checked_arch,
+    is_llm_source,
+    llm_candidate_source,
+    load_language_model,
+    weights_key,
+)
 from dse.models.onnx_file import onnx_input
 from dse.models.op_costs import FUSED_BASE_OPS, TypedShape, cost_from_shapes
 from dse.models.output_check import CHECK_SECONDS, space_output_problems
@@ -14,7 +24,6 @@ from dse.models.sources import (
     FACTORY_PREFIX,
     ModelSource,
     candidate_source,
-    file_sha256,
     is_onnx_source,
     load_function,
     model_source,
@@ -28,19 +37,25 @@ __all__ = [
     "FAMILIES",
     "FEATURES",
     "FUSED_BASE_OPS",
+    "LLM_PREFIX",
     "NUM_CLASSES",
     "GraphStats",
+    "LanguageModel",
     "ModelFamily",
     "ModelSource",
     "NodeCost",
     "TypedShape",
     "candidate_source",
+    "checked_arch",
     "cost_from_shapes",
     "file_sha256",
     "get_family",
     "graph_stats",
+    "is_llm_source",
     "is_onnx_source",
+    "llm_candidate_source",
     "load_function",
+    "load_language_model",
     "model_problems",
     "model_source",
     "node_costs",
@@ -48,4 +63,5 @@ __all__ = [
     "register_family",
     "source_dataset",
     "space_output_problems",
+    "weights_key",
 ]

@@ -23,6 +23,8 @@ def model_problems(path: Path, model: ModelSpec, *, backends: Collection[str],
         problems = _family_problems(path, model)
     elif model.factory is not None:
         problems = _factory_problems(path, model, tuple(batch_sizes))
+    elif model.llm is not None:
+        problems = _llm_problems(path, model, backends)
     else:
         problems = _onnx_problems(path, model, backends, batch_sizes)
     needs = sorted(DATASET_METRICS & set(metrics))
@@ -30,6 +32,28 @@ def model_problems(path: Path, model: ModelSpec, *, backends: Collection[str],
         problems.append(f"{path}: model: objectives/constraints name {', '.join(needs)}, which "
                         f"needs a dataset (model.dataset: digits | sequences) or your evaluator "
                         f"(model.evaluator: module:function)")
+    return problems
+
+
+def _llm_problems(path: Path, model: ModelSpec, backends: Collection[str]) -> list[str]:
+    """A config model's arch values, each checked alone and with the base config (torch-free);
+    a backend that runs no generative model."""
+    from dse.models.llm import checked_arch
+    from dse.plugins import BACKEND_DECLARATIONS
+
+    assert model.llm is not None
+    problems = [f"{path}: deployment.backends.{name}: runs no generative language model; those "
+                f"that do: {', '.join(n for n, d in BACKEND_DECLARATIONS.items() if d.generation)}"
+                for name in backends
+                if name in BACKEND_DECLARATIONS and BACKEND_DECLARATIONS[name].generation is None]
+    settings = {"kind": model.llm.kind, "base": dict(model.llm.base)}
+    for key, spec in model.arch.items():
+        for value in checked_values(spec):
+            try:
+                checked_arch(settings, {key: value})
+            except ValueError as exc:
+                problems.append(f"{path}: model.arch.{key}: {exc}")
+                break
     return problems
 
 

@@ -63,7 +63,7 @@ def model_output_problems(path: Path, model: ModelSpec, *, batch_sizes: tuple[in
     process while the spec is the same, and a pass across processes while the sources and
     libraries it depended on are unchanged (``dse.models.check_verdicts``); ``recheck`` builds
     again regardless."""
-    if model.family is not None:
+    if model.family is not None or model.llm is not None:  # a language model: its trials say
         return []
     key = _process_key(path, model, batch_sizes)
     if recheck:

@@ -9,6 +9,7 @@ A candidate names its source in ``Candidate.family`` and carries the source's se
 ``cnn``, ``transformer``  ``dataset`` (only when not the family's own), ``evaluator``
 ``factory:<mod:func>``    ``factory``, ``input_shape``, ``dataset``, ``evaluator``
 ``onnx:<file name>``      ``onnx`` (absolute path), ``sha256``, ``dataset``, ``evaluator``
+``llm:<name>``            ``llm`` (the source), ``workload`` (:mod:`dse.models.llm`)
 ========================  =========================================================
 
 :func:`candidate_source` turns a validated ``ModelSpec`` into that pair; :func:`model_source`
@@ -19,7 +20,6 @@ readable at the same path with the same content (its hash is checked).
 
 from __future__ import annotations
 
-import hashlib
 import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from dse.core import stable_hash
 from dse.models.family import get_family
+from dse.models.file_hash import file_sha256
+from dse.models.llm import LLM_PREFIX, llm_candidate_source
 from dse.plugins import dataset_sample_shape
 
 if TYPE_CHECKING:
@@ -73,30 +75,13 @@ def candidate_source(model: ModelSpec, space_dir: Path | None = None) -> tuple[s
         if model.input_shape is not None:
             settings["input_shape"] = list(model.input_shape)
         return FACTORY_PREFIX + model.factory, settings
+    if model.llm is not None:  # its workload is the space's: the search adds it
+        name, llm = llm_candidate_source(model.llm)
+        return name, {"llm": llm}
     assert model.onnx is not None  # ModelSpec holds exactly one source
     path = ((space_dir or Path.cwd()) / model.onnx).resolve()
     settings.update(onnx=str(path), sha256=file_sha256(path))
     return ONNX_PREFIX + path.name, settings
-
-
-def file_sha256(path: Path) -> str:
-    """The file's SHA-256 (remembered while its size and modification time stay the same: every
-    trial asks); ValueError naming the file when it cannot be read."""
-    try:
-        stat = path.stat()
-        stamp = (str(path), stat.st_size, stat.st_mtime_ns)
-        if stamp not in _HASHES:
-            digest = hashlib.sha256()
-            with path.open("rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-            _HASHES[stamp] = digest.hexdigest()
-    except OSError as exc:
-        raise ValueError(f"cannot read the ONNX model {path}: {exc.strerror or exc}") from None
-    return _HASHES[stamp]
-
-
-_HASHES: dict[tuple[str, int, int], str] = {}
 
 
 def is_onnx_source(family: str) -> bool:
@@ -114,6 +99,9 @@ def model_source(family: str, settings: Mapping[str, Any]) -> ModelSource:
                              dataset_sample_shape(None if dataset is None else str(dataset)))
     if is_onnx_source(family):
         raise ValueError(f"{family}: an ONNX model is a file, not built from torch")
+    if family.startswith(LLM_PREFIX):
+        raise ValueError(f"{family}: a language model is loaded by dse.models.llm, not built "
+                         f"as a family")
     return get_family(family)
 
 
@@ -122,7 +110,7 @@ def source_dataset(family: str, settings: Mapping[str, Any]) -> str | None:
     own; None for a factory or ONNX file without one."""
     if "dataset" in settings:
         return str(settings["dataset"])
-    if family.startswith((FACTORY_PREFIX, ONNX_PREFIX)):
+    if family.startswith((FACTORY_PREFIX, ONNX_PREFIX, LLM_PREFIX)):
         return None
     return get_family(family).dataset
 

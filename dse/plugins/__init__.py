@@ -19,6 +19,7 @@ from dse.plugins.backends import (
     backends_loading,
     capability,
     declaration,
+    generation_capability,
     is_converted,
 )
 from dse.plugins.datasets import (
@@ -72,6 +73,7 @@ __all__ = [
     "dataset_sample_shape",
     "declaration",
     "family_names",
+    "generation_capability",
     "is_converted",
     "probe_names",
     "register_dataset",

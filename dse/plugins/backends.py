@@ -146,6 +146,9 @@ class BackendDeclaration:
             or "" when it has none.
         standalone: how an exported bundle's ``run.py`` runs it without dse (``dse export``), or
             None when it cannot.
+        generation: ``(precision, device_kind) -> Capability`` for generative language models
+            (``model: {llm: ...}``: prefill and decode over a KV cache, ``Backend.
+            compile_generator``), or None for a backend that runs none.
     """
 
     name: str
@@ -162,6 +165,7 @@ class BackendDeclaration:
     summary: str = ""
     profiler: str = ""
     standalone: Standalone | None = None
+    generation: Callable[[str, str], Capability] | None = None
 
     def __post_init__(self) -> None:
         if self.thread_knob not in self.knobs:
@@ -198,6 +202,21 @@ def capability(backend: str, precision: str, device_kind: str) -> Capability | N
             or device_kind not in DEVICE_KINDS:
         return None
     return BACKEND_DECLARATIONS[backend].capability(precision, device_kind)
+
+
+def generation_capability(backend: str, precision: str, device_kind: str) -> Capability | None:
+    """The entry of ``backend`` for generative models at (precision, device kind): a refusal
+    naming the backends that do generate when it runs none; None for a backend, precision or
+    device kind dse does not know."""
+    if backend not in BACKEND_DECLARATIONS or precision not in PRECISIONS \
+            or device_kind not in DEVICE_KINDS:
+        return None
+    declared = BACKEND_DECLARATIONS[backend].generation
+    if declared is None:
+        able = [name for name, d in BACKEND_DECLARATIONS.items() if d.generation is not None]
+        return Capability(False, f"{backend} runs no generative language model in dse; those "
+                                 f"that do: {', '.join(able) or 'none'}")
+    return declared(precision, device_kind)
 
 
 def backends_loading(artifact_format: ArtifactFormat) -> frozenset[str]:

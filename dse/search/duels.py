@@ -77,8 +77,9 @@ def duel_quantile(name: str) -> float:
 
 def timing_objectives(objectives: Sequence[str]) -> list[str]:
     """The objectives a duel can decide: latency percentiles with an interval, and throughput
-    where the median has one."""
-    return [name for name in objectives if name in CI_COLUMNS or name == THROUGHPUT]
+    where the median has one (a generative model's request times are not a duel's calls)."""
+    return [name for name in objectives
+            if (name in CI_COLUMNS and name.startswith("latency_")) or name == THROUGHPUT]
 
 
 def pending_pairs(study: optuna.Study, objectives: Sequence[str],

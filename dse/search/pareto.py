@@ -25,8 +25,8 @@ FloatArray = npt.NDArray[np.float64]
 # The confidence-interval bounds measured for an objective, as metric names (their table columns
 # are ``metric_column(name)``). An objective without an entry is treated as exact.
 CI_COLUMNS: dict[str, tuple[str, str]] = {
-    "latency_p50_ms": ("latency_p50_ci_low_ms", "latency_p50_ci_high_ms"),
-    "latency_p99_ms": ("latency_p99_ci_low_ms", "latency_p99_ci_high_ms"),
+    f"{timed}_{p}_ms": (f"{timed}_{p}_ci_low_ms", f"{timed}_{p}_ci_high_ms")
+    for timed in ("latency", "ttft", "tpot", "e2e") for p in ("p50", "p99")
 }
 
 # default_reference pushes the worst value out by this share of the observed range.

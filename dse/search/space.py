@@ -65,7 +65,8 @@ def device_combinations(space: SearchSpace, profile: HardwareProfile, *,
                 f"not among the profile's precisions ({', '.join(allowed)})"]
             if checked:
                 ok, reason = supports_device(backend, precision, profile.kind,
-                                             profile.compute_capability)
+                                             profile.compute_capability,
+                                             generative=space.generative)
                 reasons += [] if ok else [reason]
             if reasons:
                 dropped.append((f"{backend}/{precision}", ", and ".join(reasons)))
@@ -128,6 +129,8 @@ def suggest_candidate(trial: Suggester, space: SearchSpace, profile: HardwarePro
         }
     params = {key: _suggest(trial, key, spec) for key, spec in space.parameters.items()}
     family, settings = ("", {}) if model is None else candidate_source(model)
+    if space.generative:
+        settings["workload"] = space.llm_workload.settings()
     proxy_filter = [[c.metric, c.op, c.value] for c in space.constraints
                     if c.metric.startswith("proxy_")]
     if proxy_filter:  # checked on the device before training: see dse.trial.prepare

@@ -26,6 +26,7 @@ from dse.spec.models import (
     FarmSpec,
     HardwareProfile,
     InterferenceSpec,
+    LlmSpec,
     MeasureSpec,
     ModelSpec,
     ObjectiveSpec,
@@ -37,6 +38,7 @@ from dse.spec.models import (
     SearchSpec,
     TrainingSpec,
     WarmStartSpec,
+    WorkloadSpec,
     checked_values,
 )
 from dse.spec.near_names import allowed_hint
@@ -56,6 +58,7 @@ __all__ = [
     "FarmSpec",
     "HardwareProfile",
     "InterferenceSpec",
+    "LlmSpec",
     "MeasureSpec",
     "ModelSpec",
     "ObjectiveSpec",
@@ -68,6 +71,7 @@ __all__ = [
     "SearchSpec",
     "TrainingSpec",
     "WarmStartSpec",
+    "WorkloadSpec",
     "allowed_hint",
     "cap_per_file",
     "check_search_space",

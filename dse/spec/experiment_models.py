@@ -22,6 +22,7 @@ from pydantic import (
 from dse.core import SpecError
 from dse.spec.duel_models import DuelSpec
 from dse.spec.fields import (
+    GENERATION_PERCENTILE_METRIC,
     NAME_PATTERN,
     PERCENTILE_METRIC,
     BackendName,
@@ -411,12 +412,13 @@ class MeasureSpec(Strict):
 
     def for_metrics(self, names: Sequence[str]) -> MeasureSpec:
         """This spec with :attr:`percentiles` filled in where unset: p50 and every latency
-        percentile (or its CI bound) among ``names``, the campaign's objectives and constraints."""
+        percentile (or its CI bound) among ``names``, the campaign's objectives and constraints
+        (a generative model's too: ``ttft_p99_ms`` asks for p99)."""
         if self.percentiles is not None:
             return self
         used: list[PercentileName] = ["p50"]
         for name in names:
-            match = PERCENTILE_METRIC.match(name)
+            match = PERCENTILE_METRIC.match(name) or GENERATION_PERCENTILE_METRIC.match(name)
             if match and match["p"] not in used:
                 used.append(match["p"])  # type: ignore[arg-type]
         return self.model_copy(update={"percentiles": used})

@@ -89,6 +89,8 @@ DeviceKind = Literal[BackendDeviceKind, "replay"]
 PercentileName = Literal["p50", "p90", "p95", "p99", "p999"]
 # latency_p99_ms, latency_p99_ci_low_ms, ...: the metrics that need a percentile's samples.
 PERCENTILE_METRIC = re.compile(r"^latency_(?P<p>p50|p90|p95|p99|p999)_")
+# ttft_p99_ms, tpot_p50_ci_low_ms, ...: a generative model's percentiles (dse.measure.generation).
+GENERATION_PERCENTILE_METRIC = re.compile(r"^(ttft|tpot|e2e)_(?P<p>p50|p99)_")
 
 Scalar = Union[int, float, str, bool]  # noqa: UP007 - pydantic needs the runtime Union
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"

@@ -20,6 +20,7 @@ from dse.spec.experiment import Evaluator as Evaluator
 from dse.spec.experiment import Experiment as Experiment
 from dse.spec.experiment import output_folders as output_folders
 from dse.spec.filesystem import FileRefused, read_regular_file
+from dse.spec.llm_files import resolve_llm_files
 from dse.spec.models import ExperimentSpec, HardwareProfile, SearchSpace
 from dse.spec.partial_space import valid_parts
 
@@ -115,6 +116,9 @@ def check_search_space(path: Path) -> tuple[SearchSpace | None, list[str]]:
         problems: list[str] = []
     except ValidationError as exc:
         space, problems = valid_parts(data), describe_validation_error(path, SearchSpace, exc)
+    if space is not None and space.generative:
+        space, found = resolve_llm_files(path, space)
+        return space, problems + found
     if space is None or space.model is None or space.model.onnx is None:
         return space, problems
     onnx_path = (path.parent / space.model.onnx).resolve()

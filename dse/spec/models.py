@@ -39,6 +39,7 @@ from dse.spec.fields import (
     Strict,
     checked_values,
 )
+from dse.spec.llm_models import LlmSpec, WorkloadSpec
 from dse.spec.profile_models import (
     HardwareProfile,
     TelemetryEntry,
@@ -77,6 +78,7 @@ __all__ = [
     "FarmSpec",
     "HardwareProfile",
     "InterferenceSpec",
+    "LlmSpec",
     "MeasureSpec",
     "MetricDeclaration",
     "ModelSpec",
@@ -96,5 +98,6 @@ __all__ = [
     "TelemetryEntry",
     "TrainingSpec",
     "WarmStartSpec",
+    "WorkloadSpec",
     "checked_values",
 ]

@@ -26,12 +26,14 @@ from dse.spec.fields import (
     Precision,
     Strict,
 )
+from dse.spec.llm_models import LlmSpec, WorkloadSpec
 from dse.spec.near_names import allowed_hint
 
 
 class ModelSpec(Strict):
-    """Where the models come from — a built-in family, the user's own torch factory, or a fixed
-    ONNX file (exactly one) — and the architecture parameters searched."""
+    """Where the models come from — a built-in family, the user's own torch factory, a fixed
+    ONNX file, or a generative language model (exactly one) — and the architecture parameters
+    searched."""
 
     family: FamilyName | None = Field(
         default=None, description="Built-in family that turns arch parameters into a model.")
@@ -55,16 +57,29 @@ class ModelSpec(Strict):
         default=None,
         description="Your accuracy evaluator, module:function: handed the deployed model "
                     "(dse.DeployedModel), returns {metric: value}.")
+    llm: LlmSpec | None = Field(
+        default=None,
+        description="A generative (causal) language model: a GGUF file, a Hugging Face folder, "
+                    "or a transformers config whose parameters arch searches; timed as requests "
+                    "of the space's workload (docs/llm.md).")
     arch: dict[str, ParamSpec] = Field(
         default_factory=dict,
         description="Architecture parameters: a list of choices or a {low, high} range each.")
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:
-        given = [key for key in ("family", "factory", "onnx") if getattr(self, key) is not None]
+        given = [key for key in ("family", "factory", "onnx", "llm")
+                 if getattr(self, key) is not None]
         if len(given) != 1:
-            raise ValueError(f"a model needs exactly one of family, factory or onnx; got "
+            raise ValueError(f"a model needs exactly one of family, factory, onnx or llm; got "
                              f"{', '.join(given) or 'none'}")
+        if self.llm is not None:
+            if self.arch and self.llm.config is None:
+                raise ValueError(f"a {self.llm.kind} language model has a fixed architecture: "
+                                 f"remove arch, or build it from a config (llm.config)")
+            if self.dataset is not None or self.evaluator is not None:
+                raise ValueError("a language model is scored on dse's held-out text against its "
+                                 "fp32 reference: remove dataset and evaluator")
         if self.onnx is not None and self.arch:
             raise ValueError("an onnx model has a fixed architecture: remove arch (search "
                              "precision, batch size and backend under deployment)")
@@ -75,8 +90,9 @@ class ModelSpec(Strict):
 
     @property
     def source(self) -> str:
-        """``family``, ``factory`` or ``onnx``."""
-        return "family" if self.family else "factory" if self.factory else "onnx"
+        """``family``, ``factory``, ``onnx`` or ``llm``."""
+        return ("family" if self.family else "factory" if self.factory
+                else "llm" if self.llm else "onnx")
 
 
 class TrainingSpec(Strict):
@@ -247,6 +263,10 @@ class SearchSpace(Strict):
                                    description="Accuracy training settings.")
     deployment: DeploymentSpec | None = Field(
         default=None, description="Backends, precisions and batch sizes; required with a model.")
+    workload: WorkloadSpec | None = Field(
+        default=None,
+        description="The requests a language model (model.llm) is timed with: prompt and output "
+                    "tokens, prompt set, requests; only with one (defaults when left out).")
     metrics: list[MetricDeclaration] = Field(
         default_factory=list,
         description="Metrics a custom evaluator or replay table reports beyond the built-in "
@@ -308,7 +328,20 @@ class SearchSpace(Strict):
         if self.model is not None and self.deployment is None:
             raise ValueError("a space with a model needs deployment: backends, precisions and "
                              "batch_sizes to measure it with")
+        generative = self.model is not None and self.model.llm is not None
+        if self.workload is not None and not generative:
+            raise ValueError("workload times a language model's requests: it needs model.llm")
         return self
+
+    @property
+    def generative(self) -> bool:
+        """Whether the space's model is a generative language model (``model.llm``)."""
+        return self.model is not None and self.model.llm is not None
+
+    @property
+    def llm_workload(self) -> WorkloadSpec:
+        """The workload a language model is timed with: the space's, else the defaults."""
+        return self.workload or WorkloadSpec()
 
     def metric_specs(self) -> list[MetricSpec]:
         """The metrics this space declares, as metric-table rows."""

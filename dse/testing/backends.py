@@ -228,8 +228,10 @@ class BackendBench:
         """The fp32 torch logits of :attr:`images`."""
         import torch
 
+        # Trained (on first use) before inference mode: training inside it has no gradients.
+        module = self.trained.module
         with torch.inference_mode():
-            logits: np.ndarray = self.trained.module(torch.from_numpy(self.images)).numpy()
+            logits: np.ndarray = module(torch.from_numpy(self.images)).numpy()
         return logits
 
     def artifact(self, backend: str, precision: str) -> Artifact:

@@ -18,9 +18,12 @@ if TYPE_CHECKING:
     from dse.trial.duel_window import DuelReport as DuelReport
     from dse.trial.duel_window import DuelRequest as DuelRequest
     from dse.trial.duel_window import duel_prepared as duel_prepared
+    from dse.trial.generation_timing import measure_generator as measure_generator
     from dse.trial.isolation import NodeLock as NodeLock
     from dse.trial.isolation import Span as Span
     from dse.trial.isolation import current_node_id as current_node_id
+    from dse.trial.llm_model import PreparedGenerator as PreparedGenerator
+    from dse.trial.llm_model import prepare_generator as prepare_generator
     from dse.trial.prepare import PreparedCandidate as PreparedCandidate
     from dse.trial.prepare import check_deployable as check_deployable
     from dse.trial.prepare import prepare_candidate as prepare_candidate
@@ -38,6 +41,7 @@ _NAMES = {
     "FrontPoint": "dse.trial.screening",
     "NodeLock": "dse.trial.isolation",
     "PreparedCandidate": "dse.trial.prepare",
+    "PreparedGenerator": "dse.trial.llm_model",
     "Screening": "dse.trial.screening",
     "Span": "dse.trial.isolation",
     "calibrate_device": "dse.trial.calibrate",
@@ -47,8 +51,10 @@ _NAMES = {
     "device_key": "dse.trial.calibrate",
     "duel_prepared": "dse.trial.duel_window",
     "export_prepared": "dse.trial.bundle_jobs",
+    "measure_generator": "dse.trial.generation_timing",
     "measure_prepared": "dse.trial.timing",
     "prepare_candidate": "dse.trial.prepare",
+    "prepare_generator": "dse.trial.llm_model",
     "screening_measure": "dse.trial.screening",
     "screening_verdict": "dse.trial.screening",
     "verify_prepared_model": "dse.trial.bundle_jobs",

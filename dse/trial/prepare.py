@@ -20,7 +20,14 @@ from dse.artifacts import Artifact, ArtifactCache
 from dse.backends import Runner, get_backend, supports_device
 from dse.core import BuildError
 from dse.measure import rss_bytes, trim_heap
-from dse.models import ModelFamily, is_onnx_source, load_function, model_source
+from dse.models import (
+    ModelFamily,
+    checked_arch,
+    is_llm_source,
+    is_onnx_source,
+    load_function,
+    model_source,
+)
 from dse.trial.candidate_model import (
     ArchFailure,
     CandidateModel,
@@ -78,6 +85,11 @@ def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: Har
     :class:`ArchFailure`: the architecture's, whatever the backend, precision or batch.
     """
     backend = check_deployable(candidate, profile)
+    if is_llm_source(candidate.family):
+        # A trial of one is measured by dse.trial.generation_timing; dse profile, export and
+        # verify take fixed-shape models only so far.
+        raise BuildError("a generative language model is measured by its campaign's trials; "
+                         "dse profile, export, verify and duels do not take one yet")
     cache = ArtifactCache(cache_dir / "artifacts")
     if is_onnx_source(candidate.family):
         model = onnx_file_model(candidate, training, cache)
@@ -189,8 +201,9 @@ def check_deployable(candidate: Candidate, profile: HardwareProfile) -> Backend:
     table, the profile's backends and precisions, arch, knobs): BuildError saying what; the
     backend when nothing does. A trial's worker asks it before training, ``dse verify`` before
     starting anything."""
+    generative = is_llm_source(candidate.family)
     ok, reason = supports_device(candidate.backend, candidate.precision, profile.kind,
-                                 profile.compute_capability)
+                                 profile.compute_capability, generative=generative)
     if not ok:
         raise BuildError(reason)
     if candidate.backend not in profile.backends:
@@ -204,7 +217,12 @@ def check_deployable(candidate: Candidate, profile: HardwareProfile) -> Backend:
     except KeyError as exc:
         # str() of a KeyError is the repr of its message; the message itself reads better.
         raise BuildError(str(exc.args[0]) if exc.args else repr(exc)) from exc
-    if not is_onnx_source(candidate.family):
+    if generative:
+        try:  # a config the model source refuses is the architecture's failure
+            checked_arch(candidate.model.get("llm", {}), candidate.arch)
+        except ValueError as exc:
+            raise ArchFailure(str(exc)) from exc
+    elif not is_onnx_source(candidate.family):
         # An arch the source refuses, or one this device kind cannot run, is the architecture's
         # failure on this device, whatever its backend, precision or batch.
         try:

@@ -9,7 +9,12 @@ import pytest
 
 from dse.core import MeasurementError
 from dse.measure import GenerationStats, measure_generation
-from dse.measure.generation import time_request
+from dse.measure.generation import (
+    generation_quality,
+    halves_shift_pct,
+    time_request,
+    without_interval,
+)
 
 
 def _work(n: int) -> int:
@@ -58,8 +63,59 @@ def test_a_request_that_stops_early_is_refused_naming_the_counts() -> None:
 def test_an_empty_stream_and_bad_sizes_are_refused() -> None:
     with pytest.raises(MeasurementError, match="yielded no token"):
         time_request(lambda: iter(()))
-    with pytest.raises(ValueError, match="min_requests >= 2"):
+    with pytest.raises(ValueError, match="2 <= min_requests <= max_requests"):
         measure_generation(lambda: _stream(2), batch=1, prompt_tokens=1, output_tokens=2,
                            min_requests=1)
     with pytest.raises(ValueError, match="at least 1"):
         measure_generation(lambda: _stream(2), batch=0, prompt_tokens=1, output_tokens=2)
+
+
+def test_requests_go_on_until_enough_and_stop_at_the_most() -> None:
+    asked: list[int] = []
+    marks: list[bool] = []
+
+    def enough(so_far: GenerationStats) -> bool:
+        asked.append(so_far.requests)
+        return so_far.requests >= 6
+
+    stats = measure_generation(lambda: _stream(3), batch=1, prompt_tokens=4, output_tokens=3,
+                               warmup_requests=1, min_requests=3, max_requests=10,
+                               enough=enough, on_window=marks.append)
+    assert stats.requests == 6 and asked == [3, 4, 5, 6]
+    assert marks == [True, False]  # one window, around the timed requests only
+    capped = measure_generation(lambda: _stream(3), batch=1, prompt_tokens=4, output_tokens=3,
+                                min_requests=3, max_requests=4, enough=lambda _: False)
+    assert capped.requests == 4
+
+
+def test_the_window_closes_when_a_request_fails() -> None:
+    marks: list[bool] = []
+    lengths = iter([3, 3, 1])
+    with pytest.raises(MeasurementError):
+        measure_generation(lambda: _stream(next(lengths)), batch=1, prompt_tokens=1,
+                           output_tokens=3, warmup_requests=1, min_requests=3,
+                           on_window=marks.append)
+    assert marks == [True, False]
+
+
+def _stats(tpot: list[float], requests: int, output_tokens: int) -> GenerationStats:
+    return GenerationStats(batch=1, prompt_tokens=8, output_tokens=output_tokens,
+                           ttft_ms=[5.0 + 0.01 * ((7 * i) % requests) for i in range(requests)], tpot_ms=tpot,
+                           e2e_ms=[9.0] * requests, seconds=1.0)
+
+
+def test_labels_follow_the_run() -> None:
+    steady = _stats([1.0, 1.1] * 10, requests=10, output_tokens=3)
+    assert halves_shift_pct(steady) == pytest.approx(0.0)
+    found = steady.metrics()
+    assert without_interval(found, ["p50"]) == []
+    assert without_interval(found, ["p99"]) == ["ttft_p99_ms", "tpot_p99_ms"]
+    assert generation_quality(steady, "", ["p50"]) == {"measurement_quality": "ok",
+                                                       "measurement_flags": ""}
+    assert generation_quality(steady, "", ["p99"])["measurement_quality"] == "underpowered"
+    assert generation_quality(steady, "another process", ["p99"]) == {
+        "measurement_quality": "disturbed", "measurement_flags": "disturbed,underpowered"}
+    # The later half decodes 20% slower than the earlier: a state change inside the run.
+    shifted = _stats([1.0] * 10 + [1.2] * 10, requests=10, output_tokens=3)
+    assert halves_shift_pct(shifted) == pytest.approx(20.0)
+    assert generation_quality(shifted, "", ["p50"])["measurement_quality"] == "unstable"

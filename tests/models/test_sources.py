@@ -56,7 +56,7 @@ def _linear_onnx(path: Path, batch: int | str = "batch", elem: int = TensorProto
 
 
 def test_a_model_needs_exactly_one_source() -> None:
-    with pytest.raises(ValueError, match="exactly one of family, factory or onnx; got none"):
+    with pytest.raises(ValueError, match="exactly one of family, factory, onnx or llm; got none"):
         ModelSpec.model_validate({"arch": {}})
     with pytest.raises(ValueError, match="got family, onnx"):
         ModelSpec.model_validate({"family": "cnn", "onnx": "m.onnx"})

@@ -20,6 +20,10 @@ from dse.backends.torch.common import (
     settings,
     torch_capability,
 )
+from dse.backends.torch.generation_runner import (
+    compile_torch_generator,
+    torch_generation_capability,
+)
 from dse.backends.torch.profiler import PROFILER as TORCH_PROFILER
 from dse.backends.torch.profiler import profile_torch_runner
 from dse.backends.torch.sdpa_knob import attention_kernel, check_module_honours
@@ -29,7 +33,9 @@ from dse.plugins import BackendDeclaration
 if TYPE_CHECKING:
     from dse.artifacts import Artifact
     from dse.backends.bundle_extras import BundleExtras
+    from dse.backends.generation_runner import GenerationRunner
     from dse.backends.op_profile import OpProfile, ProfileRequest
+    from dse.models import LanguageModel
     from dse.spec import HardwareProfile
 
 
@@ -56,7 +62,13 @@ class TorchEagerBackend(Backend):
         thread_knob="num_threads",
         libraries=("torch",), extra="torch",
         summary="eager PyTorch",
-        profiler=TORCH_PROFILER, standalone=TORCH_STANDALONE)
+        profiler=TORCH_PROFILER, standalone=TORCH_STANDALONE,
+        generation=torch_generation_capability)
+
+    def compile_generator(self, model: LanguageModel, precision: str, knobs: Mapping[str, Any],
+                          profile: HardwareProfile, batch_size: int) -> GenerationRunner:
+        """The language model in eager torch (:mod:`dse.backends.torch.generation_runner`)."""
+        return compile_torch_generator(self, model, precision, knobs, profile, batch_size)
 
     def profile_ops(self, request: ProfileRequest) -> OpProfile:
         return profile_torch_runner(request)

@@ -12,7 +12,7 @@ only, so a padded sequence decodes as it would alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -35,9 +35,11 @@ def left_pad(prompts: Sequence[Sequence[int]], pad_id: int = 0
 
 
 def greedy_stream(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                  output_tokens: int) -> Iterator[torch.Tensor]:
+                  output_tokens: int,
+                  on_done: Callable[[Any], None] | None = None) -> Iterator[torch.Tensor]:
     """Prefill ``input_ids`` and decode greedily, yielding each step's tokens (one per sequence,
-    shape (batch, 1)) as soon as they exist: ``output_tokens`` steps."""
+    shape (batch, 1)) as soon as they exist: ``output_tokens`` steps. ``on_done`` is handed the
+    KV cache after the last step (its size is the workload's longest context's)."""
     import torch
 
     if output_tokens < 1:
@@ -60,3 +62,23 @@ def greedy_stream(model: Any, input_ids: torch.Tensor, attention_mask: torch.Ten
             past = out.past_key_values
             token = out.logits[:, -1, :].argmax(-1, keepdim=True)
             yield token
+        if on_done is not None:
+            on_done(past)
+
+
+def cache_nbytes(cache: Any) -> int:
+    """Bytes of the tensors a KV cache holds: transformers' cache objects (their ``layers``'
+    ``keys`` and ``values``, or any other tensor a layer keeps) and the older tuples of
+    tensors alike."""
+    import torch
+
+    if isinstance(cache, torch.Tensor):
+        return cache.numel() * cache.element_size()
+    if isinstance(cache, (tuple, list)):
+        return sum(cache_nbytes(item) for item in cache)
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        return sum(cache_nbytes(layer) for layer in layers)
+    return sum(cache_nbytes(value) for value in vars(cache).values()
+               if isinstance(value, (torch.Tensor, tuple, list))) if hasattr(cache, "__dict__") \
+        else 0

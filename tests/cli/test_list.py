@@ -47,8 +47,11 @@ def test_metrics_lists_every_metric_with_its_unit_and_direction() -> None:
 
 def test_backends_say_which_precisions_run_on_which_device_kind() -> None:
     output = CliRunner().invoke(app, ["list", "backends"]).output
-    assert output.splitlines()[0].startswith("| backend | cpu | cuda | jetson | knobs |")
-    assert "| `onnxruntime` | fp32, int8 | — | — |" in output
+    assert output.splitlines()[0].startswith(
+        "| backend | cpu | cuda | jetson | language models | knobs |")
+    assert "| `onnxruntime` | fp32, int8 | — | — | — |" in output
+    assert "| `torch` | fp32, fp16, bf16 | fp32, fp16, bf16 | fp32, fp16, bf16 | fp32, fp16, bf16 |" \
+        in output
     assert "| `tensorrt` | — | fp32, fp16, bf16, int8, fp8 | fp32, fp16, bf16, int8 |" in output
 
 

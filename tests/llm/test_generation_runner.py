@@ -75,7 +75,7 @@ def test_bf16_runs_on_a_copy_and_agrees_mostly() -> None:
 
 def test_refusals_name_the_reason() -> None:
     ok, why = supports_device("torch", "int8", "cpu", None, generative=True)
-    assert not ok and "no int8 path for a generative model" in why
+    assert not ok and "set the knob weights: int8 or int4" in why
     ok, why = supports_device("onnxruntime", "fp32", "cpu", None, generative=True)
     assert not ok and "runs no generative language model" in why
     with pytest.raises(BuildError, match="not for a generative model"):
@@ -138,3 +138,41 @@ def test_prompts_fill_every_sequence_exactly() -> None:
     assert np.array_equal(ids[0], prompt_ids(_Words(), 1000, "builtin", 30, 50)[0])
     stand_in = prompt_ids(None, 50, "builtin", 2, 9, seed=4)
     assert stand_in.shape == (2, 9) and stand_in.max() < 50
+
+
+@pytest.mark.parametrize(("precision", "knobs", "storage"), [
+    ("fp32", {"weights": "int8"}, 1), ("bf16", {"weights": "int4", "weight_group_size": 16}, 1)])
+def test_weight_only_formats_shrink_the_weights_and_keep_the_tokens(
+        precision: str, knobs: dict[str, object], storage: int) -> None:
+    pytest.importorskip("torchao", reason="weight-only formats need torchao (dse[llm])")
+    model = _model("llama")
+    ids = heldout_ids(None, model.vocab_size, 48)
+    torch_backend = get_backend("torch")
+    with torch_backend.compile_generator(model, "fp32", {}, PROFILE, 2) as reference, \
+            torch_backend.compile_generator(model, precision, knobs, PROFILE, 2) as runner:
+        described = runner.describe()
+        assert described["weights"] == knobs["weights"]
+        assert "torchao" in described["weights_quantizer"]
+        # The linear layers' weights are stored one byte per value (int4 unpacked), plus
+        # scales; the embedding stays at the compute precision.
+        linear = sum(p.numel() for name, p in model.module.named_parameters()
+                     if "proj" in name)
+        assert runner.weights_bytes is not None and reference.weights_bytes is not None
+        assert runner.weights_bytes < reference.weights_bytes - 2 * linear
+        prompts = prompt_ids(None, model.vocab_size, "builtin", 2, 8)
+        assert runner.generate(prompts, 4).shape == (2, 4)
+        quality = language_quality(runner.logits(ids), reference.logits(ids), ids)
+    assert 0.9 < quality["perplexity_ratio"] < 1.1
+
+
+def test_weight_knobs_are_checked_where_they_apply() -> None:
+    backend = get_backend("torch")
+    with pytest.raises(BuildError, match="'weights' must be one of"):
+        backend.check_knob_values({"weights": "int2"})
+    with pytest.raises(BuildError, match="needs weights: int4"):
+        backend.check_knob_values({"weights": "int8", "weight_group_size": 32})
+    with pytest.raises(BuildError, match="'weight_group_size' must be one of"):
+        backend.check_knob_values({"weights": "int4", "weight_group_size": 48})
+    # A fixed-shape model refuses them before it looks at its artifact.
+    with pytest.raises(BuildError, match="are for generative language models"):
+        backend.compile(None, {"weights": "int8"}, PROFILE, 1)  # type: ignore[arg-type]

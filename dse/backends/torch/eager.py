@@ -21,8 +21,10 @@ from dse.backends.torch.common import (
     torch_capability,
 )
 from dse.backends.torch.generation_runner import (
+    GENERATION_ONLY_KNOBS,
     compile_torch_generator,
     torch_generation_capability,
+    weight_knobs,
 )
 from dse.backends.torch.profiler import PROFILER as TORCH_PROFILER
 from dse.backends.torch.profiler import profile_torch_runner
@@ -52,13 +54,16 @@ class TorchEagerBackend(Backend):
     "math", "flash", "efficient"; see :mod:`dse.backends.torch.sdpa_knob`) restricts the model's
     ``scaled_dot_product_attention`` calls to one kernel. ``cuda_graph`` (default false; CUDA
     devices only) captures the forward at the candidate's batch size in a CUDA graph and replays
-    it (:mod:`dse.backends.torch.cuda_graph`).
+    it (:mod:`dse.backends.torch.cuda_graph`). A generative model (``Backend.compile_generator``)
+    takes ``num_threads``, ``weights`` ("same", "int8", "int4": weight-only through torchao) and
+    ``weight_group_size`` (int4's group along the input); a fixed-shape model refuses the last two.
     """
 
     declaration = BackendDeclaration(
         name="torch", artifact_format="torch",
         capability=functools.partial(torch_capability, "torch"),
-        knobs=frozenset({"num_threads", "precision_mode", "attention_kernel", "cuda_graph"}),
+        knobs=frozenset({"num_threads", "precision_mode", "attention_kernel", "cuda_graph",
+                         *GENERATION_ONLY_KNOBS}),
         thread_knob="num_threads",
         libraries=("torch",), extra="torch",
         summary="eager PyTorch",
@@ -85,6 +90,7 @@ class TorchEagerBackend(Backend):
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         check_torch_knobs(self, knobs)
         _cuda_graph(knobs)
+        weight_knobs(knobs)
 
     def check_knob_device(self, knobs: Mapping[str, Any], device_kind: str) -> None:
         check_torch_knob_device(knobs, device_kind)
@@ -94,6 +100,11 @@ class TorchEagerBackend(Backend):
 
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
+        generation_only = sorted(GENERATION_ONLY_KNOBS & set(knobs))
+        if generation_only:
+            raise BuildError(f"knob(s) {generation_only} of backend 'torch' are for generative "
+                             f"language models (model.llm); a fixed-shape model's integer "
+                             f"precision is int8 on onnxruntime or tensorrt")
         placement = resolve_placement(self, artifact, knobs, profile)
         kernel = attention_kernel(knobs)
         module = place_module(artifact, placement)

@@ -24,14 +24,40 @@ if TYPE_CHECKING:
     from dse.spec import HardwareProfile
 
 # The torch knobs a generative model takes: the others shape a fixed-shape forward.
-GENERATION_KNOBS = frozenset({"num_threads"})
+GENERATION_KNOBS = frozenset({"num_threads", "weights", "weight_group_size"})
+#: Knobs only a generative model takes (a fixed-shape module refuses them).
+GENERATION_ONLY_KNOBS = frozenset({"weights", "weight_group_size"})
+#: How the weights of the linear layers are stored: at the compute precision ("same"), or
+#: weight-only quantized by torchao — int8 per output channel, int4 in groups of
+#: ``weight_group_size`` along the input (weights dequantized to the compute precision in each
+#: matrix multiply: W8A16/W4A16 with bf16, W8A32/W4A32 with fp32).
+WEIGHT_FORMATS = ("same", "int8", "int4")
+GROUP_SIZES = (16, 32, 64, 128, 256)
+
+
+def weight_knobs(knobs: Mapping[str, Any]) -> tuple[str, int]:
+    """The ``weights`` and ``weight_group_size`` knobs, checked; BuildError naming what is
+    allowed."""
+    weights = knobs.get("weights", "same")
+    if weights not in WEIGHT_FORMATS:
+        raise BuildError(f"knob 'weights' must be one of {list(WEIGHT_FORMATS)}, got {weights!r}")
+    group = knobs.get("weight_group_size", 32)
+    if isinstance(group, bool) or group not in GROUP_SIZES:
+        raise BuildError(f"knob 'weight_group_size' must be one of {list(GROUP_SIZES)}, got "
+                         f"{group!r}")
+    if "weight_group_size" in knobs and weights != "int4":
+        raise BuildError("knob 'weight_group_size' groups int4 weights: it needs weights: int4")
+    return str(weights), int(group)
 
 
 def torch_generation_capability(precision: str, kind: str) -> Capability:
-    """Eager torch runs a causal LM at the floating-point precisions it runs any module at."""
+    """Eager torch runs a causal LM at the floating-point precisions it runs any module at; its
+    weights may be int8 or int4 at any of them (the ``weights`` knob)."""
     if precision in ("int8", "fp8"):
-        return Capability(False, f"torch eager has no {precision} path for a generative model in "
-                                 f"dse (weight-only int8/int4 through torchao is not built yet)")
+        return Capability(False, "torch eager computes a generative model in fp32, bf16 or fp16; "
+                                 "for integer weights keep one of those and set the knob "
+                                 "weights: int8 or int4 (weight-only, through torchao)",
+                          "a floating-point compute precision")
     return torch_capability("torch", precision, kind)
 
 
@@ -47,6 +73,7 @@ def compile_torch_generator(backend: Backend, model: LanguageModel, precision: s
     if extra:
         raise BuildError(f"knob(s) {extra} of backend {backend.name!r} are not for a generative "
                          f"model; it takes {sorted(GENERATION_KNOBS)}")
+    weights, group = weight_knobs(knobs)
     if precision not in TORCH_DTYPES:
         raise BuildError(f"{backend.name} runs precisions {sorted(TORCH_DTYPES)}, got "
                          f"{precision!r}")
@@ -57,19 +84,61 @@ def compile_torch_generator(backend: Backend, model: LanguageModel, precision: s
                          f"torch {torch.__version__} sees none")
     torch.set_num_threads(threads)
     dtype = getattr(torch, TORCH_DTYPES[precision])
-    shared = device == "cpu" and dtype == torch.float32
+    shared = device == "cpu" and dtype == torch.float32 and weights == "same"
     module = model.module if shared else copy.deepcopy(model.module).to(device=device,
                                                                         dtype=dtype)
     module.eval()
-    tensors = [*module.parameters(), *module.buffers()]
-    runner = TorchGenerationRunner(module, batch_size, device, {
+    described = {
         "backend": backend.name, "backend_version": torch.__version__, "device": device,
         "precision": precision, "threads": str(threads), "dtype": TORCH_DTYPES[precision],
-        "mode": "eager", "kv_cache": "transformers DynamicCache"})
-    runner.weights_bytes = sum(t.numel() * t.element_size() for t in module.parameters())
-    runner.borrowed_bytes = (sum(t.numel() * t.element_size() for t in tensors)
+        "mode": "eager", "kv_cache": "transformers DynamicCache", "weights": weights}
+    if weights != "same":
+        described.update(_quantize_weights(module, weights, group))
+    runner = TorchGenerationRunner(module, batch_size, device, described)
+    runner.weights_bytes = sum(tensor_nbytes(t) for t in module.parameters())
+    runner.borrowed_bytes = (sum(tensor_nbytes(t) for t in [*module.parameters(),
+                                                             *module.buffers()])
                              if shared else 0)
     return runner
+
+
+def _quantize_weights(module: Any, weights: str, group: int) -> dict[str, str]:
+    """Quantize ``module``'s linear layers' weights in place with torchao; what was done, as
+    provenance. BuildError when torchao is absent or refuses the model (a group size that does
+    not divide a layer's input width)."""
+    import torch
+
+    try:
+        import torchao
+        from torchao.quantization import Int8WeightOnlyConfig, IntxWeightOnlyConfig, quantize_
+        from torchao.quantization.granularity import PerGroup
+    except ImportError as exc:
+        raise BuildError(f"weights: {weights} needs torchao (pip install 'dse[llm]'): "
+                         f"{exc}") from exc
+    config: Any = (Int8WeightOnlyConfig() if weights == "int8" else
+                   IntxWeightOnlyConfig(weight_dtype=torch.int4,  # type: ignore[attr-defined]
+                                        granularity=PerGroup(group)))
+    try:
+        quantize_(module, config)
+    except (ValueError, AssertionError, RuntimeError) as exc:
+        raise BuildError(f"torchao cannot quantize the weights to {weights}"
+                         f"{f' in groups of {group}' if weights == 'int4' else ''}: "
+                         f"{type(exc).__name__}: {' '.join(str(exc).split())}") from exc
+    facts = {"weights_quantizer": f"torchao {torchao.__version__} {type(config).__name__}"}
+    if weights == "int4":
+        # torchao's CPU path keeps the 4-bit values unpacked, one per byte: weight_mb says so.
+        facts.update(weight_group_size=str(group), weights_storage="int4 values in int8 bytes")
+    return facts
+
+
+def tensor_nbytes(tensor: Any) -> int:
+    """Bytes a tensor holds: a quantized tensor subclass (torchao's) its inner tensors' (data,
+    scales, zero points), which its own dtype and element size do not tell."""
+    flatten = getattr(tensor, "__tensor_flatten__", None)
+    if flatten is not None:
+        names, _ = flatten()
+        return sum(tensor_nbytes(getattr(tensor, name)) for name in names)
+    return int(tensor.numel() * tensor.element_size())
 
 
 class TorchGenerationRunner(GenerationRunner):

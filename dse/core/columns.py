@@ -93,7 +93,8 @@ def competing_mask(trials: pd.DataFrame) -> pd.Series:
     """True for the rows allowed on a front: state COMPLETE, status ok, feasible, measured
     cleanly (``quality_blocks_front`` false: see ``measurement.non_ok_on_front``), and not
     looked at again by a second look that measured it (that one competes in its place), unless
-    the look was slower than its clean first (then the look is the one left out)."""
+    the look was slower than its clean first, or labelled where its first was clean (then the
+    look is the one left out: a look the machine disturbed takes no clean result's place)."""
     import pandas as pd
 
     ok = (trials["state"] == "COMPLETE") & (trials[TrialAttr.STATUS] == "ok")
@@ -109,6 +110,13 @@ def competing_mask(trials: pd.DataFrame) -> pd.Series:
                       .astype(bool))
             mask = mask & ~(looks & slower)
             looks = looks & ~slower
+        if "quality_blocks_front" in trials.columns:
+            blocked = trials["quality_blocks_front"].fillna(False).astype(bool)
+            clean = pd.MultiIndex.from_arrays([devices[ok & ~blocked],
+                                               trials.loc[ok & ~blocked, "trial"]])
+            firsts = pd.MultiIndex.from_arrays(
+                [devices, trials[TrialAttr.SECOND_LOOK_OF].fillna(-1).astype("int64")])
+            looks = looks & ~(blocked & pd.Series(firsts.isin(clean), index=trials.index))
         looked = pd.MultiIndex.from_arrays(
             [devices[looks], trials.loc[looks, TrialAttr.SECOND_LOOK_OF].astype("int64")])
         superseded = pd.MultiIndex.from_arrays([devices, trials["trial"]]).isin(looked)

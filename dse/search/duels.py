@@ -121,7 +121,7 @@ def choose_pairs(trials: Sequence[optuna.trial.FrozenTrial], objectives: Sequenc
     module's rule), each timing interval widened to reach ``close_within`` / 2 of its value
     either side (two values that close count as overlapping)."""
     # Of a trial and its second look only one competes (dse.search.second_looks.outranked).
-    left_out = outranked(trials)
+    left_out = outranked(trials, non_ok_on_front)
     rows = [t for t in trials if t.number not in left_out
             and _competes(t, len(objectives), non_ok_on_front, constraints)]
     if len(rows) < 2 or not timing_objectives(objectives):

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dse.core import Direction, StudyAttr, TrialAttr, metric
+from dse.core import Direction, StudyAttr, TrialAttr, blocks_front, metric
 
 # Units of the metrics a slow spell of the machine scales: times, rates, energy per call.
 _SPEED_UNITS = frozenset({"ms", "s", "mJ"})
@@ -70,17 +70,25 @@ def look_is_slower(look: Sequence[float], first: Sequence[float],
     return bool(gains) and float(np.mean(gains)) < 0
 
 
-def outranked(trials: Sequence[optuna.trial.FrozenTrial]) -> set[int]:
+def outranked(trials: Sequence[optuna.trial.FrozenTrial],
+              non_ok_on_front: bool = False) -> set[int]:
     """Numbers of the trials that compete for no front because of a second look: a first look
-    an ok second look measured again and did not lose to, and a second look that was slower
-    than its clean first (:attr:`dse.core.trial_record.TrialAttr.SLOWER_THAN_FIRST`). The stored-trial
-    form of :func:`dse.core.columns.competing_mask`'s rule."""
+    an ok second look measured again and did not lose to; a second look that was slower than
+    its clean first (:attr:`dse.core.trial_record.TrialAttr.SLOWER_THAN_FIRST`), or labelled
+    where its first was measured cleanly (``non_ok_on_front``: labels count as clean). The
+    stored-trial form of :func:`dse.core.columns.competing_mask`'s rule."""
+    clean = {trial.number for trial in trials
+             if trial.user_attrs.get(TrialAttr.STATUS) == "ok"
+             and not blocks_front(trial.user_attrs.get(TrialAttr.MEASUREMENT_QUALITY),
+                                  non_ok_on_front)}
     out: set[int] = set()
     for trial in trials:
         attrs = trial.user_attrs
         if TrialAttr.SECOND_LOOK_OF in attrs and attrs.get(TrialAttr.STATUS) == "ok":
-            out.add(trial.number if attrs.get(TrialAttr.SLOWER_THAN_FIRST)
-                    else int(attrs[TrialAttr.SECOND_LOOK_OF]))
+            first = int(attrs[TrialAttr.SECOND_LOOK_OF])
+            lost = attrs.get(TrialAttr.SLOWER_THAN_FIRST) or (trial.number not in clean
+                                                               and first in clean)
+            out.add(trial.number if lost else first)
     return out
 
 

@@ -207,6 +207,21 @@ def test_of_two_clean_looks_the_faster_competes() -> None:
         "1 reused an earlier result")
 
 
+def test_a_labelled_look_takes_no_clean_firsts_place() -> None:
+    study = _clean_study()
+    # 1 was measured cleanly and is on the front; its look near the front met a disturbed
+    # window. The clean result keeps its place; the labelled look is the one left out.
+    look = _trial(study, 0.5, 0.8, 0.9, "disturbed", second_look_of=1)
+    front = set(front_frame(trials_frame(study), OBJECTIVES)["trial"])
+    assert 1 in front and look not in front
+    assert outranked(study.get_trials()) == {look}
+    # Where labels keep nothing off the front, the look stands in its first's place as ever.
+    assert outranked(study.get_trials(), non_ok_on_front=True) == {1}
+    study.set_user_attr(StudyAttr.NON_OK_ON_FRONT, True)
+    front = set(front_frame(trials_frame(study), OBJECTIVES)["trial"])
+    assert 1 not in front
+
+
 def test_two_clean_looks_far_apart_are_named_in_the_closing_line() -> None:
     study = _clean_study()
     # 2's look read 2x faster (0.6 -> 0.3 ms): beyond LOOKS_APART. 0's look 1.1x slower: within.

@@ -22,7 +22,7 @@ training, measuring), tens of seconds each — start first, so that the runs end
 than behind one long one.
 
 With ``--ci`` (the set sized for CI) it leaves out the benchmarks that also declare ``QUICK_IN_CI =
-False``: the three longest quick modes (30-90 s each here), which would take CI past its budget
+False``: the longest quick modes (27-90 s each here), which would take CI past its budget
 (BUDGET_S, wall seconds, for the quick modes of ``--ci``; docs/benchmarks.md has the times). It
 names them at the end; the parts of one left out run on their own.
 

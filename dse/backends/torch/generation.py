@@ -47,18 +47,23 @@ def greedy_stream(model: Any, input_ids: torch.Tensor, attention_mask: torch.Ten
     mask = attention_mask
     # Positions count the real tokens of each row (left padding has none).
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    # A batch without padding needs neither: the model's own causal mask and positions are
+    # these, and building them each step is work a deployment of unpadded prompts does not do.
+    padded = not bool(mask.all())
     with torch.inference_mode():
-        out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                    use_cache=True)
+        out = model(input_ids=input_ids, use_cache=True,
+                    **({"attention_mask": mask, "position_ids": positions} if padded else {}))
         token = out.logits[:, -1, :].argmax(-1, keepdim=True)
         yield token
         past = out.past_key_values
         position = positions[:, -1:]
         for _ in range(output_tokens - 1):
-            mask = torch.cat([mask, torch.ones_like(token)], dim=-1)
-            position = position + 1
-            out = model(input_ids=token, attention_mask=mask, position_ids=position,
-                        past_key_values=past, use_cache=True)
+            extra = {}
+            if padded:
+                mask = torch.cat([mask, torch.ones_like(token)], dim=-1)
+                position = position + 1
+                extra = {"attention_mask": mask, "position_ids": position}
+            out = model(input_ids=token, past_key_values=past, use_cache=True, **extra)
             past = out.past_key_values
             token = out.logits[:, -1, :].argmax(-1, keepdim=True)
             yield token

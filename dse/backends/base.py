@@ -169,11 +169,13 @@ class Backend(ABC):
         """
 
     def compile_generator(self, model: LanguageModel, precision: str, knobs: Mapping[str, Any],
-                          profile: HardwareProfile, batch_size: int) -> GenerationRunner:
+                          profile: HardwareProfile, batch_size: int, *,
+                          cache_dir: Path | None = None) -> GenerationRunner:
         """A runner of the generative ``model`` (fp32, on the CPU, shared: copy before
         changing it) at ``precision`` on the device ``profile`` describes, for requests of
-        ``batch_size`` sequences. Backends that declare a ``generation`` capability override
-        it; this default raises BuildError saying the backend runs none."""
+        ``batch_size`` sequences; ``cache_dir`` is where a runtime that converts the model may
+        keep what it made (None: dse's user cache). Backends that declare a ``generation``
+        capability override it; this default raises BuildError saying the backend runs none."""
         raise BuildError(f"backend {self.name!r} runs no generative language model")
 
     def start_runtime(self, profile: HardwareProfile) -> None:  # noqa: B027 - optional hook

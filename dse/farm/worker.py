@@ -216,7 +216,7 @@ class DeviceWorker:
         build, timed = Span(), Span()
         try:
             with self.node_lock.shared(), build.timing():
-                prepared = prepare_generator(candidate, self.profile)
+                prepared = prepare_generator(candidate, self.profile, self.cache_dir / "artifacts")
         except BuildError as exc:
             provenance.update(_spans(build, None))
             if isinstance(exc, ArchFailure):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -57,10 +58,12 @@ def candidate_workload(candidate: Candidate) -> WorkloadSpec:
     return WorkloadSpec.model_validate(candidate.model.get("workload", {}))
 
 
-def prepare_generator(candidate: Candidate, profile: HardwareProfile) -> PreparedGenerator:
+def prepare_generator(candidate: Candidate, profile: HardwareProfile,
+                      cache_dir: Path | None = None) -> PreparedGenerator:
     """Load, deploy and score the generative ``candidate`` on the device ``profile``.
 
-    Raises BuildError (the candidate is infeasible) for what the capability table, the profile
+    ``cache_dir``: where a runtime that converts the model keeps what it made (the campaign's
+    build cache). Raises BuildError (the candidate is infeasible) for what the capability table, the profile
     or the backend refuses, and for a runner that fails on its prompts or gives non-finite
     logits; :class:`ArchFailure` when the model itself cannot be loaded or built.
     """
@@ -86,7 +89,7 @@ def prepare_generator(candidate: Candidate, profile: HardwareProfile) -> Prepare
     rss_before = rss_bytes()
     start = time.perf_counter()
     runner = backend.compile_generator(model, candidate.precision, candidate.knobs, profile,
-                                       batch)
+                                       batch, cache_dir=cache_dir)
     deploy_seconds = time.perf_counter() - start
     try:
         start = time.perf_counter()

@@ -12,8 +12,8 @@ from dse.backends.capabilities import BACKEND_NAMES, DEVICE_KINDS, PRECISIONS
 from dse.plugins.backends import BACKEND_DECLARATIONS
 from dse.spec.models import DeviceKind, HardwareProfile, Precision
 
-BUILT_IN = {"executorch", "litert", "onnxruntime", "onnxruntime_cuda", "onnxruntime_tensorrt",
-            "openvino", "tensorrt", "torch", "torch_compile", "tvm", "xla"}
+BUILT_IN = {"executorch", "litert", "onnxruntime", "onnxruntime_cuda", "onnxruntime_genai",
+            "onnxruntime_tensorrt", "openvino", "tensorrt", "torch", "torch_compile", "tvm", "xla"}
 
 
 def test_table_covers_every_backend_precision_and_kind() -> None:
@@ -119,13 +119,14 @@ def test_unknown_combination_names_what_is_known() -> None:
     assert not ok
     assert "backend='coreml'" in reason
     assert ("known backends: ['executorch', 'litert', 'onnxruntime', 'onnxruntime_cuda', "
-            "'onnxruntime_tensorrt', 'openvino', 'tensorrt', 'torch', 'torch_compile', 'tvm', "
-            "'xla']") in reason
+            "'onnxruntime_genai', 'onnxruntime_tensorrt', 'openvino', 'tensorrt', 'torch', "
+            "'torch_compile', 'tvm', 'xla']") in reason
 
 
 def test_unknown_backend_lists_the_known_ones() -> None:
     with pytest.raises(KeyError, match="unknown backend 'coreml'; known: executorch, litert, "
-                                       "onnxruntime, onnxruntime_cuda, onnxruntime_tensorrt, "
+                                       "onnxruntime, onnxruntime_cuda, onnxruntime_genai, "
+                                       "onnxruntime_tensorrt, "
                                        "openvino, tensorrt, torch, torch_compile, tvm, xla"):
         get_backend("coreml")
 

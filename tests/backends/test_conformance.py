@@ -49,7 +49,8 @@ def test_every_cpu_backend_runs_fp32_on_the_cpu(name: str) -> None:
 @pytest.mark.parametrize("name", GPU_ONLY_BACKENDS)
 def test_gpu_only_backends_have_no_cpu_entry_and_refuse_a_cpu_device(
         name: str, fp32_artifacts: dict[str, Artifact], cpu_profile: HardwareProfile) -> None:
-    assert name in {"onnxruntime_cuda", "onnxruntime_tensorrt", "tensorrt"}
+    # A backend of language models only runs no fixed-shape model anywhere: it refuses too.
+    assert name in {"onnxruntime_cuda", "onnxruntime_tensorrt", "tensorrt", "onnxruntime_genai"}
     with pytest.raises(BuildError):
         BACKENDS[name].compile(fp32_artifacts[name], {}, cpu_profile, 2)
 

@@ -44,7 +44,8 @@ def test_shipped_examples_are_valid() -> None:
         ("  epochs: 2", "  epochs: two", "training.epochs: Input should be a valid integer"),
         ("    torch:\n", "    coreml:\n", "deployment.backends.coreml: found 'coreml'; "
                                            "allowed: executorch, litert, onnxruntime, "
-                                           "onnxruntime_cuda, onnxruntime_tensorrt, openvino, "
+                                           "onnxruntime_cuda, onnxruntime_genai, "
+                                           "onnxruntime_tensorrt, openvino, "
                                            "tensorrt, torch, torch_compile, tvm, xla"),
         ("[fp32, int8]", "[fp32, int4]",
          "deployment.precisions[1]: found 'int4'; did you mean 'int8'?"),

@@ -24,15 +24,17 @@ from dse.backends.torch.generation_runner import (
     GENERATION_ONLY_KNOBS,
     compile_torch_generator,
     torch_generation_capability,
-    weight_knobs,
 )
 from dse.backends.torch.profiler import PROFILER as TORCH_PROFILER
 from dse.backends.torch.profiler import profile_torch_runner
 from dse.backends.torch.sdpa_knob import attention_kernel, check_module_honours
+from dse.backends.weight_formats import weight_knobs
 from dse.core import BuildError
 from dse.plugins import BackendDeclaration
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from dse.artifacts import Artifact
     from dse.backends.bundle_extras import BundleExtras
     from dse.backends.generation_runner import GenerationRunner
@@ -71,7 +73,8 @@ class TorchEagerBackend(Backend):
         generation=torch_generation_capability)
 
     def compile_generator(self, model: LanguageModel, precision: str, knobs: Mapping[str, Any],
-                          profile: HardwareProfile, batch_size: int) -> GenerationRunner:
+                          profile: HardwareProfile, batch_size: int, *,
+                          cache_dir: Path | None = None) -> GenerationRunner:
         """The language model in eager torch (:mod:`dse.backends.torch.generation_runner`)."""
         return compile_torch_generator(self, model, precision, knobs, profile, batch_size)
 

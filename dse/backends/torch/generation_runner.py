@@ -15,6 +15,7 @@ from dse.backends.base import default_threads, thread_knob
 from dse.backends.generation_runner import GenerationRunner
 from dse.backends.torch.common import torch_capability
 from dse.backends.torch.generation import cache_nbytes, greedy_stream
+from dse.backends.weight_formats import weight_knobs
 from dse.core import BuildError
 from dse.plugins import Capability
 
@@ -27,29 +28,6 @@ if TYPE_CHECKING:
 GENERATION_KNOBS = frozenset({"num_threads", "weights", "weight_group_size"})
 #: Knobs only a generative model takes (a fixed-shape module refuses them).
 GENERATION_ONLY_KNOBS = frozenset({"weights", "weight_group_size"})
-#: How the weights of the linear layers are stored: at the compute precision ("same"), or
-#: weight-only quantized by torchao — int8 per output channel, int4 in groups of
-#: ``weight_group_size`` along the input (weights dequantized to the compute precision in each
-#: matrix multiply: W8A16/W4A16 with bf16, W8A32/W4A32 with fp32).
-WEIGHT_FORMATS = ("same", "int8", "int4")
-GROUP_SIZES = (16, 32, 64, 128, 256)
-
-
-def weight_knobs(knobs: Mapping[str, Any]) -> tuple[str, int]:
-    """The ``weights`` and ``weight_group_size`` knobs, checked; BuildError naming what is
-    allowed."""
-    weights = knobs.get("weights", "same")
-    if weights not in WEIGHT_FORMATS:
-        raise BuildError(f"knob 'weights' must be one of {list(WEIGHT_FORMATS)}, got {weights!r}")
-    group = knobs.get("weight_group_size", 32)
-    if isinstance(group, bool) or group not in GROUP_SIZES:
-        raise BuildError(f"knob 'weight_group_size' must be one of {list(GROUP_SIZES)}, got "
-                         f"{group!r}")
-    if "weight_group_size" in knobs and weights != "int4":
-        raise BuildError("knob 'weight_group_size' groups int4 weights: it needs weights: int4")
-    return str(weights), int(group)
-
-
 def torch_generation_capability(precision: str, kind: str) -> Capability:
     """Eager torch runs a causal LM at the floating-point precisions it runs any module at; its
     weights may be int8 or int4 at any of them (the ``weights`` knob)."""

@@ -1,0 +1,81 @@
+"""ONNX Runtime GenAI's generator loop as a :class:`dse.backends.GenerationRunner`: a request is a
+new ``Generator`` (greedy, exactly the asked tokens: ``min_length`` = ``max_length``), its prompts
+appended (the prefill), then one ``generate_next_token`` per step, each step's tokens read back to
+the host."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dse.backends.generation_runner import GenerationRunner
+
+
+class GenAIRunner(GenerationRunner):
+    """A model folder of ONNX Runtime GenAI's builder, loaded with ``threads`` intra-op threads."""
+
+    def __init__(self, folder: Path, batch_size: int, threads: int,
+                 described: dict[str, str]) -> None:
+        import onnxruntime_genai as og
+
+        self.og = og
+        config = og.Config(str(folder))
+        # The session's threads, over the builder's genai_config.json (left unchanged on disk).
+        config.overlay(json.dumps({"model": {"decoder": {"session_options": {
+            "intra_op_num_threads": threads, "inter_op_num_threads": 1}}}}))
+        self.model: Any = og.Model(config)
+        self.batch_size = batch_size
+        self.described = described
+        self.layers = int(json.loads((folder / "genai_config.json").read_text())
+                          ["model"]["decoder"]["num_hidden_layers"])
+        self._cache_bytes: int | None = None
+        self.weights_bytes = sum(f.stat().st_size for f in folder.glob("model.onnx*"))
+
+    def _generator(self, rows: int, max_length: int) -> Any:
+        self._check_open()
+        params = self.og.GeneratorParams(self.model)
+        params.set_search_options(max_length=max_length, min_length=max_length,
+                                  do_sample=False, batch_size=rows)
+        return self.og.Generator(self.model, params)
+
+    def bound_stream(self, prompt_ids: np.ndarray,
+                     output_tokens: int) -> Callable[[], Iterator[Any]]:
+        ids = np.ascontiguousarray(prompt_ids, dtype=np.int32)
+        rows, length = ids.shape
+
+        def stream() -> Iterator[Any]:
+            generator = self._generator(rows, length + output_tokens)
+            generator.append_tokens(ids)
+            for _ in range(output_tokens):
+                generator.generate_next_token()
+                yield generator.get_next_tokens()
+            # The cache as the runtime holds it (a buffer of the request's whole length).
+            self._cache_bytes = sum(
+                int(np.asarray(generator.get_output(f"present.{layer}.{part}")).nbytes)
+                for layer in range(self.layers) for part in ("key", "value"))
+
+        return stream
+
+    def logits(self, ids: np.ndarray) -> np.ndarray:
+        data = np.ascontiguousarray(ids, dtype=np.int32)
+        generator = self._generator(data.shape[0], data.shape[1] + 1)
+        generator.append_tokens(data)
+        logits: np.ndarray = np.asarray(generator.get_output("logits"), dtype=np.float32)
+        return logits
+
+    def kv_cache_bytes(self) -> int | None:
+        return self._cache_bytes
+
+    def describe(self) -> dict[str, str]:
+        return dict(self.described)
+
+    def close(self) -> None:
+        self.model = None
+
+    def _check_open(self) -> None:
+        if self.model is None:
+            raise RuntimeError("the generation runner is closed")

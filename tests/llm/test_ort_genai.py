@@ -21,9 +21,8 @@ pytest.importorskip("onnxruntime_genai", reason="needs onnxruntime-genai (pip in
 pytest.importorskip("transformers", reason="needs transformers (pip install 'dse[llm]')")
 
 PROFILE = load_profile(Path(__file__).resolve().parents[2] / "hw_profiles" / "local-cpu.yaml")
-# The vocabulary differs from the MLP's width: ONNX Runtime GenAI 0.18's builder, given an LM head of
-# the MLP projections' shape (128 x 64 here, with a vocabulary of 128), builds a graph whose logits
-# are not the model's (dse's quality metrics show it: token agreement near chance).
+# The vocabulary differs from the MLP's width: with a vocabulary of 128 beside an intermediate size of
+# 128, ONNX Runtime GenAI 0.18's builder made a graph whose logits were not the model's (docs/llm.md).
 CONFIG = {"vocab_size": 256, "hidden_size": 64, "num_hidden_layers": 2,
           "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
           "max_position_embeddings": 128, "initializer_range": 0.2}

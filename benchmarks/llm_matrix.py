@@ -132,7 +132,8 @@ def cells(experiment: Any) -> tuple[int, int, list[str]]:
     lines = []
     for _, row in trials.iterrows():
         knob = row.get("param.knob.weights", "")
-        lines.append(f"  #{row['trial']} {row.get('param.precision')} weights={knob} "
+        lines.append(f"  #{row['trial']} {row.get('param.backend')} {row.get('param.precision')} "
+                     f"weights={knob} "
                      f"b{row.get('param.batch_size')}: {row['status']}"
                      + (f", TTFT {row['ttft_p50_ms [ms]']:.1f} ms, TPOT "
                         f"{row['tpot_p50_ms [ms]']:.2f} ms, perplexity ratio "

@@ -17,7 +17,8 @@ GROUP_SIZES = (16, 32, 64, 128, 256)
 
 def weight_knobs(knobs: Mapping[str, Any]) -> tuple[str, int]:
     """The ``weights`` and ``weight_group_size`` knobs, checked; BuildError naming what is
-    allowed."""
+    allowed. The group size shapes int4 only: with another format it is checked, then unused
+    (the two are searched as independent knobs, so a search may pair them either way)."""
     weights = knobs.get("weights", "same")
     if weights not in WEIGHT_FORMATS:
         raise BuildError(f"knob 'weights' must be one of {list(WEIGHT_FORMATS)}, got {weights!r}")
@@ -25,6 +26,4 @@ def weight_knobs(knobs: Mapping[str, Any]) -> tuple[str, int]:
     if isinstance(group, bool) or group not in GROUP_SIZES:
         raise BuildError(f"knob 'weight_group_size' must be one of {list(GROUP_SIZES)}, got "
                          f"{group!r}")
-    if "weight_group_size" in knobs and weights != "int4":
-        raise BuildError("knob 'weight_group_size' groups int4 weights: it needs weights: int4")
     return str(weights), int(group)

@@ -107,3 +107,19 @@ def test_a_backend_without_generation_is_dropped_with_why(tmp_path: Path) -> Non
     reasons = dict(dropped)
     assert "onnxruntime runs no generative language model" in reasons["onnxruntime/fp32"]
     assert "torch" in reasons["onnxruntime/fp32"]  # those that do are named
+
+
+def test_validate_names_a_bad_config_value_and_a_backend_without_language_models(
+        tmp_path: Path) -> None:
+    from dse.app.campaign_checks import space_problems
+
+    model = CONFIG_MODEL.replace("hidden_size: [16, 32]", "hidden_size: [16, 30]")
+    backends = TORCH + "\n    onnxruntime:\n      knobs:\n        intra_op_threads: [1]"
+    space, problems = _space(tmp_path, model=model, backends=backends)
+    assert problems == [] and space is not None
+    found = space_problems(tmp_path / "space.yaml", space)
+    assert any("model.arch.hidden_size: hidden_size 30 is not a multiple of "
+               "num_attention_heads 4" in p for p in found), found
+    assert any("deployment.backends.onnxruntime: runs no generative language model" in p
+               for p in found), found
+    assert len(found) == 2

@@ -8,7 +8,10 @@ infeasible with their reason where their runtime is missing). Then:
 - reproducibility: a launch-bound (batch 256) and a GPU-bound (batch 4096) candidate, each measured
   five times (the campaign's default blocks); repeat coverage is the share of ordered pairs of
   runs where one's p50 lies inside the other's reported 95% interval;
-- energy: the NVML energy counter against integrated power over one loaded window (done-when 6).
+- energy: the NVML energy counter against integrated power over one loaded window (done-when 6);
+- a language model (a random-weights Llama config, issue 39) on eager torch at fp32, bf16 and fp16,
+  batch 4: TTFT, TPOT, the KV cache, quality against fp32 and energy per token on the GPU (its
+  trials are infeasible, naming transformers, where the machine's Python lacks it).
 
 Run: ``python benchmarks/gpu_worker_check.py [--profile hw_profiles/h200.yaml] [--quick]``. On a
 machine without CUDA it prints ``SKIP`` and why, and exits 0 (nothing to measure). Ends with
@@ -36,6 +39,14 @@ from dse.spec.loading import load_profile
 
 ARCH = {"num_stages": 2, "depth": 2, "width_mult": 1.0, "kernel_size": 3, "expand_ratio": 4}
 PRECISIONS = ("fp32", "fp16", "bf16")
+# A language model with random weights, built from a transformers config (no download).
+LLM = {"kind": "config", "config": "llama", "seed": 0,
+       "base": {"vocab_size": 32000, "hidden_size": 512, "num_hidden_layers": 4,
+                "num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": 1408}}
+LLM_WORKLOAD = {"prompt_tokens": 128, "output_tokens": 32, "requests": 8, "min_seconds": 1.0}
+LLM_METRICS = ("ttft_p50_ms", "tpot_p50_ms", "device_decode_tokens_per_s", "kv_cache_mb",
+               "perplexity_ratio", "token_agreement", "energy_per_token_mj",
+               "cuda_allocated_peak_mb")
 # torch.compile once per precision (its compiles dominate the run); the GPU-only runtimes once each.
 GRID = ([("torch", precision, 1) for precision in PRECISIONS]
         + [(backend, precision, 256) for backend in ("torch", "torch_compile") for precision in PRECISIONS]
@@ -155,6 +166,18 @@ def main() -> None:
             result = worker.evaluate(candidate, training, measure)
             statuses[result.status] = statuses.get(result.status, 0) + 1
             report(f"{backend}/{precision}/b{batch} ({time.perf_counter() - start:.1f}s)", result)
+
+        for precision in PRECISIONS:
+            cell = Candidate(family="llm:llama", precision=precision, batch_size=4,
+                             backend="torch", device_profile=profile.name,
+                             model={"llm": LLM, "workload": LLM_WORKLOAD})
+            start = time.perf_counter()
+            result = worker.evaluate(cell, training, measure.for_metrics(["tpot_p50_ms"]))
+            statuses[result.status] = statuses.get(result.status, 0) + 1
+            print(f"llm torch/{precision}/b4 ({time.perf_counter() - start:.1f}s): "
+                  f"{result.status} {result.reason or ''}")
+            for name in LLM_METRICS:
+                print(f"  {name} {_fmt(result.metrics, name)}")
 
         sustained = MeasureSpec(max_seconds=seconds, warmup_max_seconds=0.5,
                                 sustained_seconds=2.0 if args.quick else 8.0)

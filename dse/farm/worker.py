@@ -19,8 +19,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from dse.artifacts import DEVICE_CACHE_ENV
 from dse.core import BuildError, Candidate, Measurement, MeasurementError
@@ -42,6 +43,20 @@ if TYPE_CHECKING:
     from dse.deploy import ExportedModel, VerifiedModel, VerifyRequest
     from dse.profiling import DeviceProfile, ProfileSettings
     from dse.trial import DuelReport, DuelRequest, PreparedCandidate
+
+
+class _Closes(Protocol):
+    def close(self) -> None: ...
+
+
+class _Deployed(Protocol):
+    """What a trial's build hands its measurement: something holding a runner to close."""
+
+    @property
+    def runner(self) -> _Closes: ...
+
+
+_Prepared = TypeVar("_Prepared", bound=_Deployed)
 
 
 def _normal_priority() -> str:
@@ -173,17 +188,42 @@ class DeviceWorker:
                  screening: Screening | None = None) -> Measurement:
         """Build ``candidate`` and measure it; with ``screening``, screen it first (provenance
         then says ``fidelity``: ``screen`` when it stopped there, else ``full``, with the seconds
-        of each part and the verdict)."""
-        from dse.trial import ArchFailure, prepare_candidate
+        of each part and the verdict). A language model is deployed and its workload's requests
+        timed instead (:mod:`dse.trial.llm_model`, :mod:`dse.trial.generation_timing`);
+        screening does not apply to it (its fast protocol times calls, not requests)."""
+        from dse.trial import measure_generator, prepare_candidate, prepare_generator
 
         if is_llm_source(candidate.family):
-            return self._evaluate_generator(candidate, measure)
+            return self._trial(
+                candidate,
+                lambda: prepare_generator(candidate, self.profile, self.cache_dir / "artifacts"),
+                lambda prepared, provenance: measure_generator(
+                    candidate, prepared, measure, provenance, probes=self.probes))
+
+        def timed(prepared: PreparedCandidate, provenance: dict[str, str]) -> Measurement:
+            if screening is None:
+                return self._measure(candidate, prepared, measure, provenance)
+            return self._screen_then_measure(candidate, prepared, measure, provenance,
+                                             screening)
+
+        return self._trial(
+            candidate,
+            lambda: prepare_candidate(candidate, training, self.profile, self.cache_dir), timed)
+
+    def _trial(self, candidate: Candidate, prepare: Callable[[], _Prepared],
+               measure: Callable[[_Prepared, dict[str, str]], Measurement]) -> Measurement:
+        """One trial: ``prepare`` beside other builds on this node (infeasible, with the reason,
+        when it raises BuildError: the architecture's failure when an ArchFailure), then
+        ``measure`` with the node held alone (failed, with the reason, when the runner fails
+        there); the runner closed whatever happened."""
+        from dse.trial import ArchFailure
+
         provenance = _trial_provenance(self.host)
         build, timed = Span(), Span()
         try:
             # Building may overlap other builds on this node, never a measurement.
             with self.node_lock.shared(), build.timing():
-                prepared = prepare_candidate(candidate, training, self.profile, self.cache_dir)
+                prepared = prepare()
         except BuildError as exc:
             provenance.update(_spans(build, None))
             if isinstance(exc, ArchFailure):  # the architecture's: the search answers its other
@@ -192,41 +232,7 @@ class DeviceWorker:
                                provenance=provenance)
         try:
             with self.node_lock.exclusive(), timed.timing():
-                if screening is None:
-                    result = self._measure(candidate, prepared, measure, provenance)
-                else:
-                    result = self._screen_then_measure(candidate, prepared, measure, provenance,
-                                                       screening)
-            result.provenance.update(_spans(build, timed))
-            return result
-        except (MeasurementError, RuntimeError, MemoryError) as exc:
-            provenance.update(_spans(build, timed))
-            return Measurement(candidate.candidate_id, "failed",
-                               reason=f"{type(exc).__name__}: {exc}", provenance=provenance)
-        finally:
-            prepared.runner.close()
-
-    def _evaluate_generator(self, candidate: Candidate, measure: MeasureSpec) -> Measurement:
-        """Deploy the generative ``candidate`` and time its workload's requests
-        (:mod:`dse.trial.llm_model`, :mod:`dse.trial.generation_timing`); screening does not
-        apply (its fast protocol times calls, not requests)."""
-        from dse.trial import ArchFailure, measure_generator, prepare_generator
-
-        provenance = _trial_provenance(self.host)
-        build, timed = Span(), Span()
-        try:
-            with self.node_lock.shared(), build.timing():
-                prepared = prepare_generator(candidate, self.profile, self.cache_dir / "artifacts")
-        except BuildError as exc:
-            provenance.update(_spans(build, None))
-            if isinstance(exc, ArchFailure):
-                provenance["failure_scope"] = "arch"
-            return Measurement(candidate.candidate_id, "infeasible", reason=str(exc),
-                               provenance=provenance)
-        try:
-            with self.node_lock.exclusive(), timed.timing():
-                result = measure_generator(candidate, prepared, measure, provenance,
-                                           probes=self.probes)
+                result = measure(prepared, provenance)
             result.provenance.update(_spans(build, timed))
             return result
         except (MeasurementError, RuntimeError, MemoryError) as exc:

@@ -17,12 +17,11 @@ from dse.measure import (
     generation_quality,
     halves_shift_pct,
     measure_generation,
-    model_footprint_mb,
-    rss_bytes,
     trim_heap,
     without_interval,
 )
 from dse.trial.telemetry_window import TelemetryWindow
+from dse.trial.timing import record_footprint
 
 if TYPE_CHECKING:
     from dse.core import Candidate
@@ -109,15 +108,7 @@ def _record_memory(prepared: PreparedGenerator, metrics: dict[str, float],
         missing["kv_cache_mb"] = "the runtime does not expose its KV cache"
     else:
         metrics["kv_cache_mb"] = cache / 1e6
-    if prepared.rss_before_runner is None:
-        missing["memory_model_mb"] = "no resident-memory reading before the runner was built"
-        return
-    value, why = model_footprint_mb(prepared.rss_before_runner, rss_bytes(),
-                                    prepared.runner.borrowed_bytes)
-    if value is None:
-        missing["memory_model_mb"] = why
-    else:
-        metrics["memory_model_mb"] = value
+    record_footprint(prepared.rss_before_runner, prepared.runner.borrowed_bytes, metrics, missing)
 
 
 def _run_provenance(stats: GenerationStats, window: TelemetryWindow,

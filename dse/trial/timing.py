@@ -62,7 +62,8 @@ def measure_prepared(candidate: Candidate, prepared: PreparedCandidate, measure:
             call, measure, window, floor, runner.runtime_clock(call))
         metrics.update(latency_metrics(stats, candidate.batch_size, missing,
                                        required=measure.required_precision()))
-        _record_footprint(prepared, metrics, missing)
+        record_footprint(prepared.rss_before_runner, prepared.runner.borrowed_bytes, metrics,
+                         missing)
         if "flops_m" in metrics and "latency_p50_ms" in metrics and stats.p50_ms > 0:
             # The rate reached at the median call: the roofline's y-axis.
             metrics["achieved_gflops"] = (metrics["flops_m"] * 1e6 * candidate.batch_size
@@ -131,14 +132,15 @@ def _settled_latency(call: Callable[[], object], measure: MeasureSpec, window: T
         time.sleep(policy.wait_s)
 
 
-def _record_footprint(prepared: PreparedCandidate, metrics: dict[str, float],
-                      missing: dict[str, str]) -> None:
-    """``memory_model_mb`` once the runner is warm and timed (see ``dse.measure.footprint``)."""
-    if prepared.rss_before_runner is None:
+def record_footprint(rss_before_runner: int | None, borrowed_bytes: int,
+                     metrics: dict[str, float], missing: dict[str, str]) -> None:
+    """``memory_model_mb`` once the runner is warm and timed (see ``dse.measure.footprint``):
+    what the process grew by since ``rss_before_runner``, with the ``borrowed_bytes`` the runner
+    runs from counted in."""
+    if rss_before_runner is None:
         missing["memory_model_mb"] = "no resident-memory reading before the runner was built"
         return
-    value, why = model_footprint_mb(prepared.rss_before_runner, rss_bytes(),
-                                    prepared.runner.borrowed_bytes)
+    value, why = model_footprint_mb(rss_before_runner, rss_bytes(), borrowed_bytes)
     if value is None:
         missing["memory_model_mb"] = why
     else:

@@ -31,12 +31,19 @@ class GenerationRunner(ABC):
             when the runtime does not say.
         borrowed_bytes: bytes of host memory the runner runs from that were resident before it
             was built (the loaded fp32 module used as is).
+        described: what :meth:`describe` returns (a runtime fills it when it compiles).
+        cache_bytes: the KV cache's bytes a request of the latest binding ended with, where the
+            runtime exposes its cache (:meth:`kv_cache_bytes`); None until then.
+        closed: set by :meth:`close`; :meth:`check_open` raises RuntimeError after it.
     """
 
     batch_size: int
     compile_seconds: float | None = None
     weights_bytes: int | None = None
     borrowed_bytes: int = 0
+    described: dict[str, str]
+    cache_bytes: int | None = None
+    closed: bool = False
 
     @abstractmethod
     def bound_stream(self, prompt_ids: np.ndarray,
@@ -49,14 +56,21 @@ class GenerationRunner(ABC):
         """The next-token logits at every position of ``ids`` ((rows, tokens), int64) in one
         forward pass without a cache: (rows, tokens, vocabulary), float32."""
 
-    @abstractmethod
     def describe(self) -> dict[str, str]:
         """Provenance: backend, version, device, precision, threads and the runtime's settings."""
+        return dict(self.described)
 
     def kv_cache_bytes(self) -> int | None:
-        """Bytes of the KV cache at the end of the last request (the workload's longest
-        context), read from the runtime's own cache; None when it does not expose it."""
-        return None
+        """Bytes of the KV cache at the end of a request (the workload's longest context), read
+        from the runtime's own cache after the first request of the latest binding (the warm-up
+        one: reading may copy the cache, which no timed request should pay for); None when the
+        runtime does not expose it."""
+        return self.cache_bytes
+
+    def check_open(self) -> None:
+        """RuntimeError once the runner is closed."""
+        if self.closed:
+            raise RuntimeError("the generation runner is closed")
 
     def generate(self, prompt_ids: np.ndarray, output_tokens: int) -> np.ndarray:
         """The greedy tokens of one request: (batch, output_tokens), int64."""
@@ -64,8 +78,10 @@ class GenerationRunner(ABC):
                  for step in self.bound_stream(prompt_ids, output_tokens)()]
         return np.stack(steps, axis=1).astype(np.int64)
 
-    def close(self) -> None:  # noqa: B027 - optional hook
-        """Free the runtime's session; the runner is not used again."""
+    def close(self) -> None:
+        """Mark the runner closed; a runtime extends it to free its session (the runner is not
+        used again)."""
+        self.closed = True
 
     def __enter__(self) -> GenerationRunner:
         return self

@@ -30,11 +30,11 @@ if TYPE_CHECKING:
     from dse.measure.generation import generation_quality as generation_quality
     from dse.measure.generation import halves_shift_pct as halves_shift_pct
     from dse.measure.generation import measure_generation as measure_generation
+    from dse.measure.generation import unstable_reason as unstable_reason
     from dse.measure.generation import without_interval as without_interval
     from dse.measure.harness import measure_latency as measure_latency
     from dse.measure.provenance import cpu_clocks_mhz as cpu_clocks_mhz
     from dse.measure.provenance import host_provenance as host_provenance
-    from dse.measure.quality_labels import UNSTABLE_SHIFT_PCT as UNSTABLE_SHIFT_PCT
     from dse.measure.quality_labels import disturbed as disturbed
     from dse.measure.quality_labels import measurement_quality as measurement_quality
     from dse.measure.remeasure import next_run as next_run
@@ -83,7 +83,6 @@ _NAMES = {
     "RunToRun": "dse.measure.run_to_run",
     "THROTTLING_REASONS": "dse.measure.telemetry.nvml_throttle",
     "TIE": "dse.measure.duel_stats",
-    "UNSTABLE_SHIFT_PCT": "dse.measure.quality_labels",
     "Trace": "dse.measure.telemetry",
     "Verdict": "dse.measure.duel_stats",
     "WARMUP_MAX_S": "dse.measure.duel",
@@ -117,6 +116,7 @@ _NAMES = {
     "summarize": "dse.measure.stats",
     "timer_overhead_ns": "dse.measure.timers",
     "trim_heap": "dse.measure.footprint",
+    "unstable_reason": "dse.measure.generation",
     "verdict": "dse.measure.duel_stats",
     "without_interval": "dse.measure.generation",
 }

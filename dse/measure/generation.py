@@ -114,6 +114,16 @@ def halves_shift_pct(stats: GenerationStats) -> float:
     return float(100 * (second - first) / first) if first > 0 else 0.0
 
 
+def unstable_reason(stats: GenerationStats) -> str:
+    """Why the run changed state inside it (the later half's median time per output token more
+    than ``UNSTABLE_SHIFT_PCT`` from the earlier half's), or ""."""
+    shift = halves_shift_pct(stats)
+    if abs(shift) <= UNSTABLE_SHIFT_PCT:
+        return ""
+    return (f"unstable: the later half's median time per output token lay {shift:+.1f}% from "
+            f"the earlier half's (at most ±{UNSTABLE_SHIFT_PCT:g}%)")
+
+
 def generation_quality(stats: GenerationStats, disturbance: str,
                        required: Iterable[str]) -> dict[str, str]:
     """The run's label and flags, as a latency run's (``measurement_quality``,
@@ -122,7 +132,7 @@ def generation_quality(stats: GenerationStats, disturbance: str,
     median time per output token moved more than ``UNSTABLE_SHIFT_PCT`` from the earlier's)."""
     applies = {"disturbed": bool(disturbance),
                "underpowered": bool(without_interval(stats.metrics(), required)),
-               "unstable": abs(halves_shift_pct(stats)) > UNSTABLE_SHIFT_PCT}
+               "unstable": bool(unstable_reason(stats))}
     flags = [flag for flag in QUALITY_FLAGS if applies.get(flag)]
     return {"measurement_quality": flags[0] if flags else "ok",
             "measurement_flags": ",".join(flags)}

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 from dse.core import Measurement
 from dse.measure import (
-    UNSTABLE_SHIFT_PCT,
     GenerationStats,
     generation_quality,
     halves_shift_pct,
     measure_generation,
     trim_heap,
+    unstable_reason,
     without_interval,
 )
 from dse.trial.telemetry_window import TelemetryWindow
@@ -60,10 +60,7 @@ def measure_generator(candidate: Candidate, prepared: PreparedGenerator, measure
         finally:
             window.close()
         disturbance = window.disturbance(policy)
-        shift = halves_shift_pct(stats)
-        again = disturbance or (f"unstable: the later half's median time per output token lay "
-                                f"{shift:+.1f}% from the earlier half's"
-                                if abs(shift) > UNSTABLE_SHIFT_PCT else "")
+        again = disturbance or unstable_reason(stats)
         if not again or policy.action != "remeasure" \
                 or len(remeasured_because) >= policy.max_remeasures:
             break

@@ -140,15 +140,16 @@ def test_prompts_fill_every_sequence_exactly() -> None:
     assert stand_in.shape == (2, 9) and stand_in.max() < 50
 
 
-@pytest.mark.parametrize(("precision", "knobs", "storage"), [
-    ("fp32", {"weights": "int8"}, 1), ("bf16", {"weights": "int4", "weight_group_size": 16}, 1)])
+@pytest.mark.parametrize(("precision", "knobs", "element"), [
+    ("fp32", {"weights": "int8"}, 4), ("bf16", {"weights": "int4", "weight_group_size": 16}, 2)])
 def test_weight_only_formats_shrink_the_weights_and_keep_the_tokens(
-        precision: str, knobs: dict[str, object], storage: int) -> None:
+        precision: str, knobs: dict[str, object], element: int) -> None:
     pytest.importorskip("torchao", reason="weight-only formats need torchao (dse[llm])")
     model = _model("llama")
     ids = heldout_ids(None, model.vocab_size, 48)
     torch_backend = get_backend("torch")
     with torch_backend.compile_generator(model, "fp32", {}, PROFILE, 2) as reference, \
+            torch_backend.compile_generator(model, precision, {}, PROFILE, 2) as same, \
             torch_backend.compile_generator(model, precision, knobs, PROFILE, 2) as runner:
         described = runner.describe()
         assert described["weights"] == knobs["weights"]
@@ -159,6 +160,10 @@ def test_weight_only_formats_shrink_the_weights_and_keep_the_tokens(
                      if "proj" in name)
         assert runner.weights_bytes is not None and reference.weights_bytes is not None
         assert runner.weights_bytes < reference.weights_bytes - 2 * linear
+        # Against the same compute precision unquantized (``element`` bytes a value): each
+        # linear weight went down to one byte and a little of scales, whatever the cast did.
+        assert same.weights_bytes is not None
+        assert runner.weights_bytes <= same.weights_bytes - linear * (element - 1.25)
         prompts = prompt_ids(None, model.vocab_size, "builtin", 2, 8)
         assert runner.generate(prompts, 4).shape == (2, 4)
         quality = language_quality(runner.logits(ids), reference.logits(ids), ids)

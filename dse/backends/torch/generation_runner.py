@@ -130,23 +130,26 @@ class TorchGenerationRunner(GenerationRunner):
         self.batch_size = batch_size
         self.device = device
         self.described = described
-        self._cache_bytes: int | None = None
-        self._closed = False
 
     def bound_stream(self, prompt_ids: np.ndarray,
                      output_tokens: int) -> Callable[[], Iterator[Any]]:
         import torch
 
-        self._check_open()
+        self.check_open()
         ids = torch.as_tensor(np.asarray(prompt_ids, dtype=np.int64), device=self.device)
         mask = torch.ones_like(ids)
 
+        read: list[int] = []
+
         def keep(past: Any) -> None:
-            self._cache_bytes = cache_nbytes(past)
+            read.append(cache_nbytes(past))
+            self.cache_bytes = read[0]
 
         def stream() -> Iterator[Any]:
-            self._check_open()
-            for token in greedy_stream(self.module, ids, mask, output_tokens, on_done=keep):
+            self.check_open()
+            # The cache's size is read after the binding's first request only (the warm-up one).
+            for token in greedy_stream(self.module, ids, mask, output_tokens,
+                                       on_done=None if read else keep):
                 yield token.cpu()
 
         return stream
@@ -154,23 +157,13 @@ class TorchGenerationRunner(GenerationRunner):
     def logits(self, ids: np.ndarray) -> np.ndarray:
         import torch
 
-        self._check_open()
+        self.check_open()
         with torch.inference_mode():
             tensor = torch.as_tensor(np.asarray(ids, dtype=np.int64), device=self.device)
             out = self.module(input_ids=tensor, use_cache=False)
             logits: np.ndarray = out.logits.float().cpu().numpy()
             return logits
 
-    def kv_cache_bytes(self) -> int | None:
-        return self._cache_bytes
-
-    def describe(self) -> dict[str, str]:
-        return dict(self.described)
-
     def close(self) -> None:
-        self._closed = True
+        super().close()
         self.module = None
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError("the generation runner is closed")

@@ -280,6 +280,10 @@ METRICS: dict[str, MetricSpec] = _table(
                "Prompt tokens per second of the batch's prefill (over ttft_p50_ms)."),
     MetricSpec("requests_per_s", "requests/s", MAX,
                "Requests completed per second, back to back, over the timed window."),
+    MetricSpec("goodput", "fraction", MAX,
+               "Share of the timed requests within the workload's SLO (workload.slo): time to "
+               "first token and the request's own time per output token both within their "
+               "limits."),
     MetricSpec("kv_cache_mb", "MB", MIN,
                "The KV cache's memory at the workload's longest context (prompt plus output "
                "tokens, every sequence of the batch), read from the runtime's own cache."),
@@ -356,7 +360,7 @@ _NON_NEGATIVE_UNITS = frozenset({"ms", "MB", "mJ", "W", "s", "M", "MFLOP", "GFLO
                                  "FLOP/B", "logit", "ratio", "count", "tokens/s", "requests/s",
                                  "nats"})
 _FRACTIONS = frozenset({"accuracy", "throttled_fraction", "top1_agreement", "token_agreement",
-                        "greedy_match"})
+                        "greedy_match", "goodput"})
 
 
 def value_range(name: str) -> tuple[float, float]:

@@ -91,6 +91,26 @@ class GenerationStats:
             found["requests_per_s"] = self.requests / self.seconds
         return found
 
+    def request_tpot_ms(self) -> list[float]:
+        """Each request's own time per output token: the mean of its gaps between steps (MLPerf's
+        per-request TPOT, its decode time over its output tokens after the first); empty with
+        one output token."""
+        per = self.output_tokens - 1
+        if per < 1:
+            return []
+        gaps = np.asarray(self.tpot_ms, dtype=np.float64).reshape(self.requests, per)
+        return [float(value) for value in gaps.mean(axis=1)]
+
+    def goodput(self, ttft_limit_ms: float, tpot_limit_ms: float) -> float:
+        """The share of requests whose time to first token and own time per output token
+        (:meth:`request_tpot_ms`) are both within the limits; ValueError without requests."""
+        if not self.requests:
+            raise ValueError("goodput needs at least one timed request")
+        tpots = self.request_tpot_ms() or [0.0] * self.requests
+        met = sum(ttft <= ttft_limit_ms and tpot <= tpot_limit_ms
+                  for ttft, tpot in zip(self.ttft_ms, tpots, strict=True))
+        return met / self.requests
+
 
 #: The phases whose percentiles an objective or constraint may require an interval of.
 TIMED_PHASES = ("ttft", "tpot")

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from dse.spec.fields import Scalar, Strict
+from dse.spec.slo import SloSpec
 
 # A transformers ``model_type`` (llama, qwen2, gemma, phi3, ...): a lowercase identifier.
 _MODEL_TYPE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -103,6 +104,12 @@ class WorkloadSpec(Strict):
         default=256, ge=16, le=65536,
         description="Tokens of dse's held-out text scored for perplexity and next-token "
                     "agreement with the fp32 reference.")
+    slo: SloSpec | None = Field(
+        default=None,
+        description="The latency a request must stay within: a preset's name (e.g. "
+                    "mlperf-llama2-70b-interactive) or {preset, ttft_ms, tpot_ms, "
+                    "min_goodput}. Each trial then reports goodput (the share of its timed "
+                    "requests within both limits), which the space constrains.")
 
     @model_validator(mode="after")
     def _request_bounds(self) -> WorkloadSpec:
@@ -112,5 +119,6 @@ class WorkloadSpec(Strict):
         return self
 
     def settings(self) -> dict[str, Any]:
-        """Plain data, as a candidate carries it."""
-        return self.model_dump()
+        """Plain data, as a candidate carries it (no ``slo`` key without an SLO: a candidate of a
+        study begun before SLOs existed is the same candidate)."""
+        return self.model_dump(exclude_none=True)

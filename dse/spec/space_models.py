@@ -331,7 +331,26 @@ class SearchSpace(Strict):
         generative = self.model is not None and self.model.llm is not None
         if self.workload is not None and not generative:
             raise ValueError("workload times a language model's requests: it needs model.llm")
+        self._slo_constraint()
         return self
+
+    def _slo_constraint(self) -> None:
+        """The workload's SLO as a constraint: ``goodput >= min_goodput`` unless the space
+        constrains goodput itself; goodput named without an SLO is an error."""
+        slo = self.workload.slo if self.workload is not None else None
+        named = [c for c in self.constraints if c.metric == "goodput"] \
+            + [o for o in self.objectives if o.metric == "goodput"]
+        if slo is None:
+            if named:
+                raise ValueError("goodput is the share of requests within the workload's SLO: "
+                                 "name one under workload.slo (a preset such as "
+                                 "mlperf-llama2-70b-interactive, or ttft_ms and tpot_ms)")
+            return
+        if not any(c.metric == "goodput" for c in self.constraints):
+            # The model is frozen; the derived constraint is set once, here, while it is built,
+            # so that every reader of .constraints (the sampler, the front, the report) sees it.
+            added = ConstraintSpec(metric="goodput", op=">=", value=slo.min_goodput)
+            self.__dict__["constraints"] = [*self.constraints, added]
 
     @property
     def generative(self) -> bool:

@@ -26,7 +26,7 @@ from dse.trial.timing import record_footprint
 if TYPE_CHECKING:
     from dse.core import Candidate
     from dse.measure import Probe
-    from dse.spec import MeasureSpec
+    from dse.spec import MeasureSpec, WorkloadSpec
     from dse.trial.llm_model import PreparedGenerator
 
 # What the window's probes report per inference is, for a generative model, per output token.
@@ -72,6 +72,7 @@ def measure_generator(candidate: Candidate, prepared: PreparedGenerator, measure
                f"{name.removesuffix('_ms')}")
         missing[f"{name[:-3]}_ci_low_ms"] = missing[f"{name[:-3]}_ci_high_ms"] = why
     metrics.update(found)
+    _record_goodput(stats, workload, metrics, missing, provenance)
     tokens = stats.requests * candidate.batch_size * workload.output_tokens
     for name, value in window.summarize(tokens).items():
         metrics[_PER_TOKEN.get(name, name)] = value
@@ -93,6 +94,17 @@ def measure_generator(candidate: Candidate, prepared: PreparedGenerator, measure
                **window.trace_samples()}
     return Measurement(candidate.candidate_id, "ok", metrics=metrics, missing=missing,
                        samples=samples, provenance=provenance)
+
+
+def _record_goodput(stats: GenerationStats, workload: WorkloadSpec, metrics: dict[str, float],
+                    missing: dict[str, str], provenance: dict[str, str]) -> None:
+    """``goodput``: the share of the timed requests within the workload's SLO (missing, with the
+    reason, when it names none)."""
+    if workload.slo is None:
+        missing["goodput"] = "the workload names no SLO (workload.slo)"
+        return
+    metrics["goodput"] = stats.goodput(*workload.slo.limits)
+    provenance["slo"] = str(workload.slo)
 
 
 def _record_memory(prepared: PreparedGenerator, metrics: dict[str, float],

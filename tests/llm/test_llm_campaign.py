@@ -34,7 +34,8 @@ deployment:
         num_threads: [1]
   precisions: [fp32, bf16]
   batch_sizes: [2]
-workload: {prompt_tokens: 12, output_tokens: 6, requests: 6, min_seconds: 0.05}
+workload: {prompt_tokens: 12, output_tokens: 6, requests: 6, min_seconds: 0.05,
+           slo: {ttft_ms: 60000, tpot_ms: 60000}}
 objectives:
   - metric: tpot_p50_ms
   - metric: kv_cache_mb
@@ -64,13 +65,15 @@ def test_a_random_weights_architecture_search(tmp_path: Path) -> None:
     for name in ("ttft_p50_ms", "tpot_p50_ms", "e2e_p50_ms", "decode_tokens_per_s",
                  "device_decode_tokens_per_s", "prefill_tokens_per_s", "kv_cache_mb",
                  "perplexity", "perplexity_ratio", "token_agreement", "token_kl",
-                 "greedy_match", "weight_mb", "memory_model_mb"):
+                 "greedy_match", "weight_mb", "memory_model_mb", "goodput"):
         column = done[metric(name).column]
         assert column.notna().all() and (column >= 0).all(), name
     # Every request prefills 2 x 12 tokens; the batch decodes twice one sequence's rate.
     rates = done[metric("device_decode_tokens_per_s").column]
     per_sequence = done[metric("decode_tokens_per_s").column]
     assert (rates == 2 * per_sequence).all()
+    # A minute per token: every request is within the SLO.
+    assert (done[metric("goodput").column] == 1.0).all()
     # The cache holds (12 + 6 - 1) positions of keys and values per layer and KV head.
     for _, row in done.iterrows():
         layers, width = row["param.arch.num_hidden_layers"], row["param.arch.hidden_size"]

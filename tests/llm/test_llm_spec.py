@@ -57,6 +57,14 @@ def test_config_space_loads_with_the_default_workload(tmp_path: Path) -> None:
      "max_requests (4) is less than requests (9)"),
     (CONFIG_MODEL, "workload: {prompt_tokens: 8, temperature: 0.7}\n", "workload.temperature",
      "temperature"),
+    (CONFIG_MODEL, "workload: {slo: mlperf-llama2-70b-interactiv}\n", "workload.slo",
+     "did you mean 'mlperf-llama2-70b-interactive'"),
+    (CONFIG_MODEL, "workload: {slo: {ttft_ms: 500}}\n", "workload.slo",
+     "a preset or both ttft_ms and tpot_ms"),
+    (CONFIG_MODEL, "workload: {slo: {preset: mlperf-llama2-70b-server, min_goodput: 1.5}}\n",
+     "workload.slo.min_goodput", "1"),
+    (CONFIG_MODEL, "workload: {slo: {ttft_ms: 500, tpot_ms: -1}}\n", "workload.slo.tpot_ms",
+     "greater than 0"),
 ])
 def test_bad_values_are_one_line_naming_the_field(tmp_path: Path, model: str, workload: str,
                                                   field: str, says: str) -> None:
@@ -64,6 +72,28 @@ def test_bad_values_are_one_line_naming_the_field(tmp_path: Path, model: str, wo
     assert len(problems) == 1, problems
     assert str(tmp_path / "space.yaml") in problems[0] and field in problems[0]
     assert says in problems[0] and "\n" not in problems[0]
+
+
+def test_an_slo_preset_becomes_a_goodput_constraint(tmp_path: Path) -> None:
+    space, problems = _space(tmp_path, workload="workload: {slo: mlperf-llama2-70b-interactive}\n")
+    assert problems == [] and space is not None and space.workload is not None
+    slo = space.workload.slo
+    assert slo is not None and slo.limits == (450.0, 40.0)
+    assert [str(c) for c in space.constraints] == ["goodput >= 0.99"]
+    # What a candidate carries validates to the same SLO (the worker rebuilds it from that).
+    assert space.workload.settings()["slo"]["preset"] == "mlperf-llama2-70b-interactive"
+    # Own limits override the preset's; an own goodput constraint is kept, not doubled.
+    space, problems = _space(tmp_path, workload=(
+        "workload: {slo: {preset: mlperf-llama2-70b-server, tpot_ms: 50, min_goodput: 0.9}}\n"
+        "constraints: [goodput >= 0.5]\n"))
+    assert problems == [] and space is not None and space.workload is not None
+    assert space.workload.slo is not None and space.workload.slo.limits == (2000.0, 50.0)
+    assert [str(c) for c in space.constraints] == ["goodput >= 0.5"]
+
+
+def test_goodput_needs_an_slo(tmp_path: Path) -> None:
+    _, problems = _space(tmp_path, workload="constraints: [goodput >= 0.9]\n")
+    assert len(problems) == 1 and "name one under workload.slo" in problems[0]
 
 
 def test_a_workload_needs_a_language_model(tmp_path: Path) -> None:

@@ -53,6 +53,19 @@ def test_the_rates_follow_the_medians() -> None:
     assert "ttft_p99_ci_low_ms" not in found and "ttft_p99_ms" in found
 
 
+def test_goodput_counts_requests_within_both_limits_with_their_own_tpot() -> None:
+    # Request 2 has one slow token (9 ms) but its own TPOT is (2 + 9) / 2 = 5.5 ms: MLPerf's
+    # per-request TPOT, not the per-token tail. Request 3 misses the TTFT limit.
+    stats = GenerationStats(batch=1, prompt_tokens=8, output_tokens=3,
+                            ttft_ms=[10.0, 10.0, 30.0, 10.0],
+                            tpot_ms=[2.0, 2.0, 2.0, 9.0, 2.0, 2.0, 7.0, 7.0], e2e_ms=[14.0] * 4,
+                            seconds=0.1)
+    assert stats.request_tpot_ms() == [2.0, 5.5, 2.0, 7.0]
+    assert stats.goodput(20.0, 6.0) == 0.5
+    assert stats.goodput(30.0, 7.0) == 1.0
+    assert stats.goodput(5.0, 100.0) == 0.0
+
+
 def test_a_request_that_stops_early_is_refused_naming_the_counts() -> None:
     lengths = iter([4, 4, 2])
     with pytest.raises(MeasurementError, match="a request yielded 2 steps where 4 were asked"):

@@ -12,6 +12,8 @@ fp32 reference's on the same tokens:
 
 - ``perplexity``: exp of the mean negative log-likelihood of each next token;
 - ``perplexity_ratio``: that over the reference's (1 = no change; 1.01 = 1% worse);
+- ``quality_retained``: the reference's perplexity over the format's, the share of the reference's
+  quality kept (MLPerf's accuracy gate reads ``quality_retained >= 0.99``: 99% of the reference);
 - ``token_agreement``: the share of positions whose most likely next token is the reference's;
 - ``token_kl``: the mean KL divergence of the format's next-token distribution from the
   reference's, in nats.
@@ -87,7 +89,8 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
 
 def language_quality(logits: np.ndarray, reference: np.ndarray,
                      ids: np.ndarray) -> dict[str, float]:
-    """``perplexity``, ``perplexity_ratio``, ``token_agreement`` and ``token_kl`` of ``logits``
+    """``perplexity``, ``perplexity_ratio``, ``quality_retained``, ``token_agreement`` and
+    ``token_kl`` of ``logits``
     (rows, tokens, vocabulary) against ``reference`` (the same shape) on the token ids ``ids``
     (rows, tokens): position t predicts token t + 1. ValueError for mismatched shapes, fewer than
     two tokens, or logits that are not finite."""
@@ -106,5 +109,6 @@ def language_quality(logits: np.ndarray, reference: np.ndarray,
     agreement = (own.argmax(axis=-1) == ref.argmax(axis=-1)).mean()
     return {"perplexity": float(np.exp(nll)),
             "perplexity_ratio": float(np.exp(nll - ref_nll)),
+            "quality_retained": float(np.exp(ref_nll - nll)),
             "token_agreement": float(agreement),
             "token_kl": float(max(kl, 0.0))}

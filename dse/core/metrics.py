@@ -295,6 +295,10 @@ METRICS: dict[str, MetricSpec] = _table(
     MetricSpec("perplexity_ratio", "ratio", MIN,
                "Perplexity over the fp32 reference's on the same tokens (1 = unchanged; a "
                "constraint such as perplexity_ratio <= 1.01 keeps formats within 1%)."),
+    MetricSpec("quality_retained", "ratio", MAX,
+               "The fp32 reference's perplexity over the deployed format's: the share of the "
+               "reference's quality kept (1 = unchanged; MLPerf's accuracy gate is "
+               "quality_retained >= 0.99)."),
     MetricSpec("token_agreement", "fraction", MAX,
                "Share of held-out positions whose most likely next token is the fp32 "
                "reference's."),

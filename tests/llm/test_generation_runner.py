@@ -115,6 +115,7 @@ def test_quality_on_known_logits() -> None:
     worse = language_quality(flat, reference, ids)
     assert worse["perplexity"] == pytest.approx(3.0)
     assert worse["perplexity_ratio"] == pytest.approx(3.0 * 0.8)
+    assert worse["quality_retained"] == pytest.approx(1 / (3.0 * 0.8))
     expected_kl = float(np.sum(0.8 * np.log(0.8 * 3) + 2 * 0.1 * np.log(0.1 * 3)))
     assert worse["token_kl"] == pytest.approx(expected_kl)
     with pytest.raises(ValueError, match="not finite"):

@@ -64,7 +64,7 @@ def test_a_random_weights_architecture_search(tmp_path: Path) -> None:
     assert set(done["param.family"]) == {"llm:llama"}
     for name in ("ttft_p50_ms", "tpot_p50_ms", "e2e_p50_ms", "decode_tokens_per_s",
                  "device_decode_tokens_per_s", "prefill_tokens_per_s", "kv_cache_mb",
-                 "perplexity", "perplexity_ratio", "token_agreement", "token_kl",
+                 "perplexity", "perplexity_ratio", "quality_retained", "token_agreement", "token_kl",
                  "greedy_match", "weight_mb", "memory_model_mb", "goodput"):
         column = done[metric(name).column]
         assert column.notna().all() and (column >= 0).all(), name

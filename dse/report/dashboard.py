@@ -23,6 +23,7 @@ from dse.report.distributions import (
 from dse.report.duels import DuelsInfo, duels_info, duels_section
 from dse.report.failures import FailuresInfo, failures_info, failures_table
 from dse.report.front_table import front_table_info
+from dse.report.generation_views import GenerationView, generation_views
 from dse.report.history import (
     HypervolumeHistoryInfo,
     hypervolume_history_figure,
@@ -83,6 +84,7 @@ class DashboardInfo(NamedTuple):
     profiles: TableInfo | None = None  # None when no trial has a profile page beside the page
     failures: FailuresInfo | None = None  # None: not computed (an info made by hand)
     duels: DuelsInfo | None = None  # None when no duel ran
+    generation: tuple[GenerationView, ...] = ()  # a language-model campaign's own views
 
 
 def dashboard_info(study: optuna.Study | Sequence[optuna.Study],
@@ -115,6 +117,7 @@ def dashboard_info(study: optuna.Study | Sequence[optuna.Study],
         devices=device_comparison_info(trials, objectives, front) if several else None,
         failures=failures_info(trials),
         duels=duels,
+        generation=tuple(generation_views(trials, objectives, provenance, front)),
     )
 
 
@@ -138,6 +141,9 @@ def dashboard_html(info: DashboardInfo, title: str | None = None) -> str:
     if info.scatter.empty_reason is None and info.scatter.triples:
         panels.append(("Pareto front in 3-D", "dse-pareto-3d", None,
                        partial(scatter3d_figure, info.scatter), ""))
+    panels += [(view.heading, view.div_id, view.scatter.empty_reason,
+                partial(scatter_figure, view.scatter), view.scatter.note)
+               for view in info.generation]
     panels += [
         ("Parameters and objectives", "dse-parallel", info.parallel.empty_reason,
          partial(parallel_figure, info.parallel), info.parallel.note),

@@ -11,6 +11,7 @@ import pytest
 from dse import load_experiment, run_campaign
 from dse.core import Candidate
 from dse.core.metrics import metric
+from dse.report import write_dashboard
 from dse.spec.loading import load_profile
 from dse.trial import ArchFailure, prepare_generator
 from tests.conftest import LOCAL_CPU, REPO
@@ -86,6 +87,10 @@ def test_a_random_weights_architecture_search(tmp_path: Path) -> None:
     assert (fp32[metric("greedy_match").column] == 1.0).all()
     assert done["measurement_quality"].notna().all()
     assert len(result.pareto()) >= 1  # a front of the measured candidates
+    # The dashboard has the language model's two views, each with its figure.
+    page = write_dashboard(result.run_dir, tmp_path / "llm.html").read_text(encoding="utf-8")
+    for view in ("dse-llm-latency", "dse-llm-quality"):
+        assert f'id="{view}"' in page, view
     # Resumed with its budget met: nothing is measured again.
     again = run_campaign(load_experiment(experiment), report=False).trials
     assert len(again) == len(trials)

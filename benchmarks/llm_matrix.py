@@ -2,17 +2,18 @@
 cell the capability table allows must measure with its quality, and dse's generation timing
 against a plain timed loop of the same model in the same process.
 
-1. The campaign: ``experiments/llm-cpu.yaml`` (SmolLM2-135M: compute precision x weight format x
-   batch on eager torch; about 9 minutes here), or with ``--quick`` a generated one over a
-   random-weight Llama config (fp32 / bf16 x weights same / int8 x batch 1 / 2: 8 cells, seconds
-   each), through ``dse.run_campaign`` into a temporary run folder. A cell counts when its trial is
+1. The campaign: ``experiments/llm-cpu.yaml`` (SmolLM2-135M: runtime x compute precision x weight
+   format x batch on eager torch, ONNX Runtime GenAI and OpenVINO: 30 cells), or with ``--quick`` a
+   generated one over a random-weight Llama config (torch: fp32 / bf16 x weights same / int8 x
+   batch 1 / 2; OpenVINO: fp32 / bf16 x batch 1 / 2: 12 cells, seconds each), through ``dse.run_campaign`` into a temporary run folder. A cell counts when its trial is
    ok and holds ``tpot_p50_ms``, ``ttft_p50_ms`` and ``perplexity_ratio``; the cells allowed are the
    distinct candidates the space offers the device (capability table, profile, space).
-2. Fidelity: for FIDELITY_CELLS (precision, weights, batch) of the same model, ROUNDS rounds,
-   interleaved: dse's protocol (``dse.measure.measure_generation`` over the runner's bound stream:
-   one warm-up request, then REQUESTS timed) and REQUESTS requests of a plain loop written here —
-   the model's forward over its own KV cache, each step's token copied to the host, the host
-   clock read at each step. Medians of TTFT and TPOT of each; the ratios' medians over rounds.
+2. Fidelity: for FIDELITY_CELLS (backend, precision, weights, batch) of the same model, ROUNDS
+   rounds, interleaved: dse's protocol (``dse.measure.measure_generation`` over the runner's bound
+   stream: one warm-up request, then REQUESTS timed) and REQUESTS requests of a plain loop written
+   here over what the runner deployed — torch: the module's forward over its own KV cache;
+   OpenVINO: a fresh infer request on the compiled stateful IR — each step's token on the host,
+   the host clock read at each step. Medians of TTFT and TPOT of each; the ratios' medians over rounds.
 
 Prints the cells and the rounds, and
 
@@ -49,8 +50,10 @@ QUICK_CAMPAIGNS = True
 # campaign through Ray in CI.
 QUICK_IN_CI = False
 ROUNDS, REQUESTS = 5, 8
-FIDELITY_CELLS = (("fp32", "same", 1), ("bf16", "same", 4))
-QUICK_FIDELITY_CELLS = (("fp32", "same", 1),)
+# (backend, precision, weights, batch): each runtime's plain loop is its own (below).
+FIDELITY_CELLS = (("torch", "fp32", "same", 1), ("torch", "bf16", "same", 4),
+                  ("openvino", "fp32", "int4", 4))
+QUICK_FIDELITY_CELLS = (("torch", "fp32", "same", 1), ("openvino", "fp32", "same", 1))
 
 QUICK_SPACE = """\
 name: llm-matrix-quick
@@ -65,6 +68,9 @@ deployment:
       knobs:
         num_threads: [1]
         weights: [same, int8]
+    openvino:
+      knobs:
+        num_threads: [1]
   precisions: [fp32, bf16]
   batch_sizes: [1, 2]
 workload: {prompt_tokens: 16, output_tokens: 8, requests: 6, min_seconds: 0.2}
@@ -77,7 +83,7 @@ name: llm-matrix-quick
 search_space: {space}
 devices: [{profile}]
 sampler: {{name: grid}}
-budget: {{trials: 8}}
+budget: {{trials: 12}}
 measurement: {{second_looks: 0, interference: {{wait_s: 0.2}}}}
 runs_dir: {runs}
 dashboards_dir: {runs}
@@ -166,11 +172,45 @@ def _plain_request(module: Any, ids: Any, out: int) -> tuple[float, list[float]]
     return (stamps[0] - start) / 1e6, gaps
 
 
-def fidelity(experiment: Any, fidelity_cells: tuple[tuple[str, str, int], ...],
-             rounds: int) -> float:
-    """The largest |dse / plain - 1| over the cells, TTFT and TPOT, each a median over rounds."""
+def _plain_openvino_request(compiled: Any, ids: Any, out: int) -> tuple[float, list[float]]:
+    """One request of a plain loop over OpenVINO's compiled stateful IR: its own infer request,
+    the state reset, the prompt, then a step per token; (TTFT, the gaps), ms."""
+    import numpy as np
+
+    rows, length = ids.shape
+    request = compiled.create_infer_request()
+    stamps = []
+    start = time.perf_counter_ns()
+    request.reset_state()
+    request.infer({"input_ids": ids, "attention_mask": np.ones((rows, length), dtype=np.int64),
+                   "position_ids": np.tile(np.arange(length, dtype=np.int64), (rows, 1))})
+    token = request.get_tensor("logits").data[:, -1].argmax(-1)
+    stamps.append(time.perf_counter_ns())
+    for step in range(out - 1):
+        seen = length + step + 1
+        request.infer({"input_ids": token[:, None].astype(np.int64),
+                       "attention_mask": np.ones((rows, seen), dtype=np.int64),
+                       "position_ids": np.full((rows, 1), seen - 1, dtype=np.int64)})
+        token = request.get_tensor("logits").data[:, -1].argmax(-1)
+        stamps.append(time.perf_counter_ns())
+    gaps = [(b - a) / 1e6 for a, b in itertools.pairwise(stamps)]
+    return (stamps[0] - start) / 1e6, gaps
+
+
+def _plain(backend: str, runner: Any, prompts: Any) -> Any:
+    """The plain loop of ``backend`` over what ``runner`` deployed: a call of (ids, out)."""
     import torch
 
+    if backend == "openvino":
+        compiled = runner.compiled
+        return lambda out: _plain_openvino_request(compiled, prompts, out)
+    module, ids = runner.module, torch.as_tensor(prompts)
+    return lambda out: _plain_request(module, ids, out)
+
+
+def fidelity(experiment: Any, fidelity_cells: tuple[tuple[str, str, str, int], ...],
+             rounds: int, cache_dir: Path) -> float:
+    """The largest |dse / plain - 1| over the cells, TTFT and TPOT, each a median over rounds."""
     from dse.accuracy import prompt_ids
     from dse.backends import get_backend
     from dse.measure import measure_generation
@@ -184,33 +224,32 @@ def fidelity(experiment: Any, fidelity_cells: tuple[tuple[str, str, int], ...],
 
     model = load_language_model(probe.model["llm"], probe.arch)
     worst = 0.0
-    for precision, weights, batch in fidelity_cells:
+    for backend, precision, weights, batch in fidelity_cells:
         knobs = {"num_threads": 1, **({} if weights == "same" else {"weights": weights})}
-        runner = get_backend("torch").compile_generator(model, precision, knobs, profile, batch)
+        runner = get_backend(backend).compile_generator(model, precision, knobs, profile, batch,
+                                                        cache_dir=cache_dir)
         prompts = prompt_ids(model.tokenizer, model.vocab_size, workload.prompts, batch,
                              workload.prompt_tokens)
         stream = runner.bound_stream(prompts, workload.output_tokens)
-        module = runner.module  # type: ignore[attr-defined]
-        ids = torch.as_tensor(prompts)
+        plain_request = _plain(backend, runner, prompts)
+        cell = f"{backend} {precision} weights={weights} b{batch}"
         ratios = []
         for number in range(rounds):
             found = measure_generation(stream, batch=batch, prompt_tokens=workload.prompt_tokens,
                                        output_tokens=workload.output_tokens, warmup_requests=1,
                                        min_requests=REQUESTS).metrics()
-            _plain_request(module, ids, workload.output_tokens)  # its warm-up
-            plain = [_plain_request(module, ids, workload.output_tokens)
-                     for _ in range(REQUESTS)]
+            plain_request(workload.output_tokens)  # its warm-up
+            plain = [plain_request(workload.output_tokens) for _ in range(REQUESTS)]
             ttft = statistics.median(t for t, _ in plain)
             tpot = statistics.median(g for _, gaps in plain for g in gaps)
             ratios.append((found["ttft_p50_ms"] / ttft, found["tpot_p50_ms"] / tpot))
-            print(f"  {precision} weights={weights} b{batch} round {number}: TTFT dse "
+            print(f"  {cell} round {number}: TTFT dse "
                   f"{found['ttft_p50_ms']:.2f} ms, plain {ttft:.2f}; TPOT dse "
                   f"{found['tpot_p50_ms']:.3f} ms, plain {tpot:.3f}")
         runner.close()
         ttft_ratio = statistics.median(r for r, _ in ratios)
         tpot_ratio = statistics.median(r for _, r in ratios)
-        print(f"{precision} weights={weights} b{batch}: TTFT ratio {ttft_ratio:.3f}, TPOT ratio "
-              f"{tpot_ratio:.3f}")
+        print(f"{cell}: TTFT ratio {ttft_ratio:.3f}, TPOT ratio {tpot_ratio:.3f}")
         worst = max(worst, abs(ttft_ratio - 1), abs(tpot_ratio - 1))
     return worst
 
@@ -253,7 +292,7 @@ def main() -> None:
               f"measured with quality")
         print("\n".join(lines))
         worst = fidelity(experiment, QUICK_FIDELITY_CELLS if args.quick else FIDELITY_CELLS,
-                         1 if args.quick else args.rounds)
+                         1 if args.quick else args.rounds, Path(folder) / "cache")
     print(f"BENCH llm_cells_ok {ok / allowed if allowed else 0.0:.3f}")
     print(f"BENCH llm_tpot_fidelity_max_dev {worst:.3f}")
     print(f"BENCH llm_campaign_seconds {seconds:.1f}")

@@ -46,6 +46,13 @@ from dse.backends.backend_registry import register_backend
 from dse.backends.base import Backend, Runner, default_threads, padded_batch, thread_knob
 from dse.backends.capabilities import FP8_CC
 from dse.backends.onnxruntime.backend import choice_knob, onnx_path
+from dse.backends.openvino.generation import (
+    GENERATION_KNOBS,
+    GENERATION_ONLY_KNOBS,
+    compile_openvino_generator,
+    generation_capability,
+    kv_cache_knob,
+)
 from dse.backends.openvino.kernels import (
     Kernel,
     check_kernel_precision,
@@ -54,18 +61,21 @@ from dse.backends.openvino.kernels import (
     precision_counts,
 )
 from dse.backends.openvino.runner import OpenVinoRunner, in_effect
+from dse.backends.weight_formats import weight_knobs
 from dse.core import BuildError
 from dse.plugins import BackendDeclaration, Capability, Standalone
 
 if TYPE_CHECKING:
     from dse.artifacts import Artifact
     from dse.backends.bundle_extras import BundleExtras
+    from dse.backends.generation_runner import GenerationRunner
     from dse.backends.op_profile import OpProfile, ProfileRequest
+    from dse.models import LanguageModel
     from dse.spec import HardwareProfile
 
 # What profile_ops runs, named in the declaration and in each profile.
 PROFILER = "OpenVINO performance counters (PERF_COUNT)"
-KNOBS = frozenset({"num_threads", "performance_hint", "num_streams", "device"})
+KNOBS = frozenset({"num_threads", "performance_hint", "num_streams", "device"}) | GENERATION_KNOBS
 DEVICES = ("CPU", "GPU", "NPU")
 HINTS = ("latency", "throughput")
 # dse precision -> (INFERENCE_PRECISION_HINT value, the OPTIMIZATION_CAPABILITIES entry it needs).
@@ -156,7 +166,8 @@ class OpenVinoBackend(Backend):
         thread_knob="num_threads", int8_symmetric=True, float_at_runtime=True,
         libraries=("openvino", "onnx"), fingerprint={"openvino": ("openvino",)}, extra="openvino",
         summary="OpenVINO (CPU plugin; Intel GPU/NPU via a knob), precision hints checked",
-        profiler=PROFILER, standalone=Standalone("dse.backends.openvino.run_script", ("openvino", "numpy")))
+        profiler=PROFILER, standalone=Standalone("dse.backends.openvino.run_script", ("openvino", "numpy")),
+        generation=generation_capability)
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)
@@ -164,12 +175,19 @@ class OpenVinoBackend(Backend):
         choice_knob(knobs, "performance_hint", HINTS, "latency")
         num_streams(knobs)
         choice_knob(knobs, "device", DEVICES, "CPU")
+        weight_knobs(knobs)
+        kv_cache_knob(knobs)
 
     def start_runtime(self, profile: HardwareProfile) -> None:
         _start_openvino()
 
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
+        generation_only = sorted(GENERATION_ONLY_KNOBS & set(knobs))
+        if generation_only:
+            raise BuildError(f"knob(s) {generation_only} of backend 'openvino' are for generative "
+                             f"language models (model.llm); a fixed-shape model's int8 is its "
+                             f"precision")
         ov, core, plan = self._plan(artifact, knobs, profile, batch_size)
         kernels = _profiled_kernels(core, plan, batch_size, artifact.input_shape)
         check_kernel_precision(kernels, artifact.precision, plan.device)
@@ -187,6 +205,22 @@ class OpenVinoBackend(Backend):
         runner.compile_seconds = seconds
         runner.properties = (plan.device, dict(plan.config))
         return runner
+
+    def compile_generator(self, model: LanguageModel, precision: str, knobs: Mapping[str, Any],
+                          profile: HardwareProfile, batch_size: int, *,
+                          cache_dir: Path | None = None) -> GenerationRunner:
+        """A language model's stateful IR (:mod:`dse.backends.openvino.generation`)."""
+        self.check_knob_values(knobs)
+        try:
+            _openvino()
+        except ImportError as exc:
+            raise BuildError(f"openvino cannot be imported ({exc}); install dse[openvino]") from exc
+        if cache_dir is None:
+            from dse.util import user_cache_root
+
+            cache_dir = user_cache_root()
+        return compile_openvino_generator(_core(), model, precision, knobs, profile, batch_size,
+                                          cache_dir)
 
     def bundle_extras(self, runner: Runner, artifact: Artifact) -> BundleExtras:
         from dse.backends.openvino.bundle import openvino_bundle_extras

@@ -2,11 +2,12 @@
 cell the capability table allows must measure with its quality, and dse's generation timing
 against a plain timed loop of the same model in the same process.
 
-1. The campaign: ``experiments/llm-cpu.yaml`` (SmolLM2-135M: runtime x compute precision x weight
-   format x batch on eager torch, ONNX Runtime GenAI and OpenVINO: 30 cells), or with ``--quick`` a
-   generated one over a random-weight Llama config (torch: fp32 / bf16 x weights same / int8 x
-   batch 1 / 2; OpenVINO: fp32 / bf16 x batch 1 / 2: 12 cells, seconds each), through ``dse.run_campaign`` into a temporary run folder. A cell counts when its trial is
-   ok and holds ``tpot_p50_ms``, ``ttft_p50_ms`` and ``perplexity_ratio``; the cells allowed are the
+1. The campaign: ``experiments/llm-cpu.yaml`` (SmolLM2-135M: runtime x compute precision x
+   weight format x batch on eager torch, ONNX Runtime GenAI and OpenVINO: 30 cells), or with
+   ``--quick`` a generated one over a random-weight Llama config (torch: fp32 / bf16 x weights
+   same / int8 x batch 1 / 2; OpenVINO: fp32 / bf16 x batch 1 / 2: 12 cells, seconds each),
+   through ``dse.run_campaign`` into a temporary run folder. A cell counts when its trial is ok
+   and holds ``tpot_p50_ms``, ``ttft_p50_ms`` and ``perplexity_ratio``; the cells allowed are the
    distinct candidates the space offers the device (capability table, profile, space).
 2. Fidelity: for FIDELITY_CELLS (backend, precision, weights, batch) of the same model, ROUNDS
    rounds, interleaved: dse's protocol (``dse.measure.measure_generation`` over the runner's bound

@@ -87,7 +87,8 @@ def test_weight_and_cache_formats_shrink_and_stay_close(tmp_path: Path) -> None:
 def test_refused_knobs_and_precisions_are_named(tmp_path: Path) -> None:
     model = _model()
     backend = get_backend("openvino")
-    with pytest.raises(BuildError, match=r"knob\(s\) \['performance_hint'\].*not for a generative"):
+    with pytest.raises(BuildError,
+                       match=r"knob\(s\) \['performance_hint'\].*not for a generative"):
         backend.compile_generator(model, "fp32", {"performance_hint": "latency"}, PROFILE, 1,
                                   cache_dir=tmp_path)
     with pytest.raises(BuildError, match="kv_cache.*one of"):

@@ -87,6 +87,7 @@ def _stateful_model(model: LanguageModel) -> Any:
     import openvino as ov
     import torch
     from openvino._offline_transformations import apply_make_stateful_transformation
+    from torch.jit._trace import TracerWarning
 
     config = model.module.config
     layers = int(config.num_hidden_layers)
@@ -107,7 +108,7 @@ def _stateful_model(model: LanguageModel) -> Any:
         # transformers' Python branches on shapes warn while traced; the example's shapes are
         # chosen so that each takes the general path.
         with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            warnings.simplefilter("ignore", TracerWarning)
             traced = ov.convert_model(_wrapper_class()(model.module), example_input=example)
     except Exception as exc:  # the converter raises its own error types
         raise BuildError(f"openvino cannot convert the language model: "

@@ -91,7 +91,7 @@ def test_refused_knobs_and_precisions_are_named(tmp_path: Path) -> None:
                        match=r"knob\(s\) \['performance_hint'\].*not for a generative"):
         backend.compile_generator(model, "fp32", {"performance_hint": "latency"}, PROFILE, 1,
                                   cache_dir=tmp_path)
-    with pytest.raises(BuildError, match="kv_cache.*one of"):
+    with pytest.raises(BuildError, match=r"kv_cache.*one of"):
         backend.compile_generator(model, "fp32", {"kv_cache": "int4"}, PROFILE, 1,
                                   cache_dir=tmp_path)
     with pytest.raises(BuildError, match="weights: int8 or int4"):

@@ -100,3 +100,12 @@ def test_refused_knobs_and_precisions_are_named(tmp_path: Path) -> None:
         # 96 inputs of the down projection: groups of 128 do not divide them.
         backend.compile_generator(model, "fp32", {"weights": "int4", "weight_group_size": 128},
                                   PROFILE, 1, cache_dir=tmp_path)
+
+
+def test_a_fixed_shape_model_refuses_the_language_model_knobs() -> None:
+    backend = get_backend("openvino")
+    with pytest.raises(BuildError, match="'kv_cache' must be one of"):
+        backend.check_knob_values({"kv_cache": "fp8"})
+    with pytest.raises(BuildError, match=r"\['kv_cache', 'weights'\].*generative language"):
+        backend.compile(None, {"weights": "int8", "kv_cache": "int8"},  # type: ignore[arg-type]
+                        PROFILE, 1)

@@ -149,6 +149,10 @@ class BackendDeclaration:
         generation: ``(precision, device_kind) -> Capability`` for generative language models
             (``model: {llm: ...}``: prefill and decode over a KV cache, ``Backend.
             compile_generator``), or None for a backend that runs none.
+        generation_knobs: the knobs a language model takes (None: every knob); ``dse validate``
+            refuses the others in a language model's space.
+        language_only_knobs: the knobs only a language model takes (a language model's weight
+            or KV-cache format); ``dse validate`` refuses them in a fixed-shape model's space.
     """
 
     name: str
@@ -166,6 +170,8 @@ class BackendDeclaration:
     profiler: str = ""
     standalone: Standalone | None = None
     generation: Callable[[str, str], Capability] | None = None
+    generation_knobs: frozenset[str] | None = None
+    language_only_knobs: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.thread_knob not in self.knobs:
@@ -177,6 +183,11 @@ class BackendDeclaration:
         if is_converted(self.artifact_format) != (self.conversion is not None):
             raise ValueError(f"backend {self.name!r}: a {self.artifact_format!r} artifact "
                              f"{'needs' if self.conversion is None else 'takes no'} conversion")
+        for kind, named in (("generation_knobs", self.generation_knobs or frozenset()),
+                            ("language_only_knobs", self.language_only_knobs)):
+            if not named <= self.knobs:
+                raise ValueError(f"backend {self.name!r}: {kind} "
+                                 f"{sorted(named - self.knobs)} are not knobs")
         if self.conversion is not None and not self.conversion.build_knobs <= self.knobs:
             raise ValueError(f"backend {self.name!r}: build_knobs "
                              f"{sorted(self.conversion.build_knobs - self.knobs)} are not knobs")

@@ -153,3 +153,27 @@ def test_validate_names_a_bad_config_value_and_a_backend_without_language_models
     assert any("deployment.backends.onnxruntime: runs no generative language model" in p
                for p in found), found
     assert len(found) == 2
+
+
+def test_validate_names_knobs_of_the_other_kind_of_model(tmp_path: Path) -> None:
+    from dse.app.campaign_checks import space_problems
+
+    backends = ("    openvino:\n      knobs:\n        performance_hint: [latency]\n"
+                "        kv_cache: [same, int8]\n"
+                "    torch:\n      knobs:\n        attention_kernel: [default]")
+    space, problems = _space(tmp_path, backends=backends)
+    assert problems == [] and space is not None
+    found = space_problems(tmp_path / "space.yaml", space)
+    assert sorted(p.split(": ")[1] for p in found) == [
+        "deployment.backends.openvino.knobs.performance_hint",
+        "deployment.backends.torch.knobs.attention_kernel"], found
+    assert all("for a language model (model.llm); it takes" in p for p in found)
+    # A fixed-shape model's space refuses the knobs only a language model takes.
+    path = tmp_path / "fixed.yaml"
+    path.write_text("name: x\nmodel: {family: cnn}\ndeployment: {backends: {openvino: {knobs: "
+                    "{kv_cache: [int8]}}, torch: {knobs: {weights: [int4]}}}, precisions: "
+                    "[fp32], batch_sizes: [1]}\nobjectives: [{metric: latency_p50_ms}]\n")
+    fixed, problems = check_search_space(path)
+    assert problems == [] and fixed is not None
+    found = space_problems(path, fixed)
+    assert len(found) == 2 and all("for language models (model.llm) only" in p for p in found)

@@ -167,7 +167,8 @@ class OpenVinoBackend(Backend):
         libraries=("openvino", "onnx"), fingerprint={"openvino": ("openvino",)}, extra="openvino",
         summary="OpenVINO (CPU plugin; Intel GPU/NPU via a knob), precision hints checked",
         profiler=PROFILER, standalone=Standalone("dse.backends.openvino.run_script", ("openvino", "numpy")),
-        generation=generation_capability)
+        generation=generation_capability, generation_knobs=GENERATION_KNOBS,
+        language_only_knobs=GENERATION_ONLY_KNOBS)
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)

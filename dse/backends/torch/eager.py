@@ -21,6 +21,7 @@ from dse.backends.torch.common import (
     torch_capability,
 )
 from dse.backends.torch.generation_runner import (
+    GENERATION_KNOBS,
     GENERATION_ONLY_KNOBS,
     compile_torch_generator,
     torch_generation_capability,
@@ -70,7 +71,8 @@ class TorchEagerBackend(Backend):
         libraries=("torch",), extra="torch",
         summary="eager PyTorch",
         profiler=TORCH_PROFILER, standalone=TORCH_STANDALONE,
-        generation=torch_generation_capability)
+        generation=torch_generation_capability, generation_knobs=GENERATION_KNOBS,
+        language_only_knobs=GENERATION_ONLY_KNOBS)
 
     def compile_generator(self, model: LanguageModel, precision: str, knobs: Mapping[str, Any],
                           profile: HardwareProfile, batch_size: int, *,

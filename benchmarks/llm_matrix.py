@@ -173,24 +173,25 @@ def _plain_request(module: Any, ids: Any, out: int) -> tuple[float, list[float]]
     return (stamps[0] - start) / 1e6, gaps
 
 
-def _plain_openvino_request(compiled: Any, ids: Any, out: int) -> tuple[float, list[float]]:
-    """One request of a plain loop over OpenVINO's compiled stateful IR: its own infer request,
-    the state reset, the prompt, then a step per token; (TTFT, the gaps), ms."""
+def _plain_openvino_request(request: Any, ids: Any, mask: Any,
+                            out: int) -> tuple[float, list[float]]:
+    """One request of a plain loop over OpenVINO's compiled stateful IR (``request``: an infer
+    request of it; ``mask``: ones as long as the whole request): the state reset, the prompt,
+    then a step per token; (TTFT, the gaps), ms."""
     import numpy as np
 
     rows, length = ids.shape
-    request = compiled.create_infer_request()
     stamps = []
     start = time.perf_counter_ns()
     request.reset_state()
-    request.infer({"input_ids": ids, "attention_mask": np.ones((rows, length), dtype=np.int64),
+    request.infer({"input_ids": ids, "attention_mask": mask[:, :length],
                    "position_ids": np.tile(np.arange(length, dtype=np.int64), (rows, 1))})
     token = request.get_tensor("logits").data[:, -1].argmax(-1)
     stamps.append(time.perf_counter_ns())
     for step in range(out - 1):
         seen = length + step + 1
         request.infer({"input_ids": token[:, None].astype(np.int64),
-                       "attention_mask": np.ones((rows, seen), dtype=np.int64),
+                       "attention_mask": mask[:, :seen],
                        "position_ids": np.full((rows, 1), seen - 1, dtype=np.int64)})
         token = request.get_tensor("logits").data[:, -1].argmax(-1)
         stamps.append(time.perf_counter_ns())
@@ -203,8 +204,11 @@ def _plain(backend: str, runner: Any, prompts: Any) -> Any:
     import torch
 
     if backend == "openvino":
-        compiled = runner.compiled
-        return lambda out: _plain_openvino_request(compiled, prompts, out)
+        import numpy as np
+
+        request = runner.compiled.create_infer_request()
+        mask = np.ones((prompts.shape[0], prompts.shape[1] + 1024), dtype=np.int64)
+        return lambda out: _plain_openvino_request(request, prompts, mask, out)
     module, ids = runner.module, torch.as_tensor(prompts)
     return lambda out: _plain_request(module, ids, out)
 

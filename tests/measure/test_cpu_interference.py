@@ -153,13 +153,21 @@ def test_a_real_hog_is_seen(hog: list[subprocess.Popen[bytes]]) -> None:
     assert result.metrics["cpu_wait_pct"] > 5
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache folder for the policy tests: the first trains and exports the candidate (under
+    the hog), the others reuse its weights and artifact and only measure. The build is no part
+    of the policy, and under the hog it took most of each test's time."""
+    return tmp_path_factory.mktemp("interference-cache")
+
+
 @pytest.mark.parametrize(("action", "remeasures", "flagged"), [
     ("remeasure", 2, True), ("flag", 0, True), ("ignore", 0, False)])
 def test_the_worker_remeasures_or_flags_a_disturbed_window(
-        hog: list[subprocess.Popen[bytes]], tmp_path: Path, action: str, remeasures: int,
+        hog: list[subprocess.Popen[bytes]], built: Path, action: str, remeasures: int,
         flagged: bool) -> None:
     profile = HardwareProfile.model_validate(yaml.safe_load(LOCAL_CPU))
-    worker = DeviceWorker(profile, str(tmp_path))
+    worker = DeviceWorker(profile, str(built))
     # Half of one CPU's share: the hog (a whole CPU) is always above it.
     limit = 50 / CPUS
     measure = MeasureSpec(min_seconds=0.3, max_seconds=0.4, warmup_max_seconds=0.05,

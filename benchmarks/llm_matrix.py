@@ -23,7 +23,7 @@ Prints the cells and the rounds, and
         <= 0.05)>
     BENCH llm_campaign_seconds <the campaign's wall seconds>
 
-    flock /tmp/dse-bench.lock .venv/bin/python benchmarks/llm_matrix.py [--quick]
+    flock /tmp/dse-bench.lock .venv/bin/python benchmarks/llm_matrix.py [--quick] [--fidelity-only]
 
 Without transformers (``pip install 'dse[llm]'``), or the SmolLM2 package outside ``--quick``, it
 prints ``SKIP`` naming what is missing and exits 0.
@@ -279,6 +279,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true",
                         help="a random-weight Llama config's 8 cells, one fidelity cell")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--fidelity-only", action="store_true",
+                        help="skip the campaign: only the fidelity rounds and their BENCH line "
+                             "(the campaign's figures come from a `dse run` of llm-cpu)")
     args = parser.parse_args()
     missing = _missing(args.quick)
     if missing:
@@ -289,6 +292,11 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="dse-llm-matrix-") as folder:
         experiment = _experiment(args.quick, Path(folder))
+        if args.fidelity_only:
+            worst = fidelity(experiment, QUICK_FIDELITY_CELLS if args.quick else FIDELITY_CELLS,
+                             1 if args.quick else args.rounds, Path(folder) / "cache")
+            print(f"BENCH llm_tpot_fidelity_max_dev {worst:.3f}")
+            return
         start = time.perf_counter()
         run_campaign(experiment, report=False)
         seconds = time.perf_counter() - start

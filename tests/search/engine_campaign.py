@@ -8,11 +8,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-# A loose precision, a short wait before a re-measurement and no second looks: these campaigns
-# are about engines and models, not the precision gate or the interference policy (and a second
-# look, when the shared machine happened to disturb a trial, would add a trial to their tables).
+# A loose precision, a disturbed window flagged rather than measured again (and still on the
+# front) and no second looks: these campaigns are about engines and models, not the precision
+# gate or the interference policy (and a second look, when the shared machine happened to disturb
+# a trial, would add a trial to their tables).
 MEASURE = ("{warmup_max_seconds: 0.05, min_iters: 5, min_seconds: 0.0, max_seconds: 0.1, "
-           "precision: {p50: 50, p99: 50}, interference: {wait_s: 0.1}, second_looks: 0}")
+           "precision: {p50: 50, p99: 50}, interference: {action: flag}, second_looks: 0, "
+           "non_ok_on_front: true}")
 
 
 def write_engine_campaign(root: Path, name: str, engines: Mapping[str, str],

@@ -10,8 +10,9 @@ against a plain timed loop of the same model in the same process.
    and holds ``tpot_p50_ms``, ``ttft_p50_ms`` and ``perplexity_ratio``; the cells allowed are the
    distinct candidates the space offers the device (capability table, profile, space).
 2. Fidelity: for FIDELITY_CELLS (backend, precision, weights, batch) of the same model, ROUNDS
-   rounds, interleaved: dse's protocol (``dse.measure.measure_generation`` over the runner's bound
-   stream: one warm-up request, then REQUESTS timed) and REQUESTS requests of a plain loop written
+   rounds, interleaved (which goes first alternates by round): dse's protocol
+   (``dse.measure.measure_generation`` over the runner's bound stream: one warm-up request, then
+   REQUESTS timed) and REQUESTS requests of a plain loop written
    here over what the runner deployed — torch: the module's forward over its own KV cache;
    OpenVINO: a fresh infer request on the compiled stateful IR — each step's token on the host,
    the host clock read at each step. Medians of TTFT and TPOT of each; the ratios' medians over rounds.
@@ -213,12 +214,26 @@ def _plain(backend: str, runner: Any, prompts: Any) -> Any:
     return lambda out: _plain_request(module, ids, out)
 
 
+def _dse_round(stream: Any, batch: int, workload: Any) -> dict[str, float]:
+    """dse's protocol over the runner's bound stream: one warm-up request, REQUESTS timed."""
+    from dse.measure import measure_generation
+
+    return measure_generation(stream, batch=batch, prompt_tokens=workload.prompt_tokens,
+                              output_tokens=workload.output_tokens, warmup_requests=1,
+                              min_requests=REQUESTS).metrics()
+
+
+def _plain_round(plain_request: Any, out: int) -> list[tuple[float, list[float]]]:
+    """The plain loop: one warm-up request, REQUESTS timed."""
+    plain_request(out)
+    return [plain_request(out) for _ in range(REQUESTS)]
+
+
 def fidelity(experiment: Any, fidelity_cells: tuple[tuple[str, str, str, int], ...],
              rounds: int, cache_dir: Path) -> float:
     """The largest |dse / plain - 1| over the cells, TTFT and TPOT, each a median over rounds."""
     from dse.accuracy import prompt_ids
     from dse.backends import get_backend
-    from dse.measure import measure_generation
     from dse.search.space import suggest_candidate
 
     profile = experiment.devices[0]
@@ -240,11 +255,14 @@ def fidelity(experiment: Any, fidelity_cells: tuple[tuple[str, str, str, int], .
         cell = f"{backend} {precision} weights={weights} b{batch}"
         ratios = []
         for number in range(rounds):
-            found = measure_generation(stream, batch=batch, prompt_tokens=workload.prompt_tokens,
-                                       output_tokens=workload.output_tokens, warmup_requests=1,
-                                       min_requests=REQUESTS).metrics()
-            plain_request(workload.output_tokens)  # its warm-up
-            plain = [plain_request(workload.output_tokens) for _ in range(REQUESTS)]
+            # Which goes first alternates by round: a machine whose speed drifts within a round
+            # (a shared one does) favours neither side.
+            if number % 2 == 0:
+                found = _dse_round(stream, batch, workload)
+                plain = _plain_round(plain_request, workload.output_tokens)
+            else:
+                plain = _plain_round(plain_request, workload.output_tokens)
+                found = _dse_round(stream, batch, workload)
             ttft = statistics.median(t for t, _ in plain)
             tpot = statistics.median(g for _, gaps in plain for g in gaps)
             ratios.append((found["ttft_p50_ms"] / ttft, found["tpot_p50_ms"] / tpot))

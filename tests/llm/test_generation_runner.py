@@ -181,3 +181,19 @@ def test_weight_knobs_are_checked_where_they_apply() -> None:
     # A fixed-shape model refuses them before it looks at its artifact.
     with pytest.raises(BuildError, match="are for generative language models"):
         backend.compile(None, {"weights": "int8"}, PROFILE, 1)  # type: ignore[arg-type]
+
+
+def test_the_prefill_computes_the_last_positions_logits_only() -> None:
+    model = _model("llama")
+    prompts = prompt_ids(None, model.vocab_size, "builtin", 2, 9)
+    positions: list[int] = []
+    hook = model.module.lm_head.register_forward_hook(
+        lambda _module, inputs, _output: positions.append(int(inputs[0].shape[1])))
+    try:
+        with get_backend("torch").compile_generator(model, "fp32", {"num_threads": 1}, PROFILE,
+                                                    2) as runner:
+            runner.generate(prompts, 3)
+    finally:
+        hook.remove()
+    # One position at the prefill (not the prompt's 9), one at each later step, as generate().
+    assert positions == [1, 1, 1]

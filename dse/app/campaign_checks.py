@@ -32,7 +32,7 @@ def space_problems(path: Path, space: SearchSpace) -> list[str]:
                 problems.append(f"{field}: unknown knob of {name}; "
                                 f"{allowed_hint(knob, sorted(backend.knobs))}")
                 continue
-            refused = _kind_of_model_refuses(backend, knob, space.generative)
+            refused = backend.declaration.kind_refusal([knob], space.generative)
             if refused:
                 problems.append(f"{field}: {refused}")
                 continue
@@ -62,19 +62,6 @@ def experiment_output_problems(experiment: Experiment, *, recheck: bool = False)
                                  experiment.space,
                                  min(CHECK_SECONDS, experiment.spec.budget.trial_timeout_s),
                                  recheck=recheck)
-
-
-def _kind_of_model_refuses(backend: Backend, knob: str, generative: bool) -> str:
-    """Why ``knob`` of ``backend`` does not apply to the space's kind of model, or ""."""
-    declared = backend.declaration
-    if generative and declared.generation_knobs is not None \
-            and knob not in declared.generation_knobs:
-        return (f"not a knob of {backend.name} for a language model (model.llm); it takes "
-                f"{', '.join(sorted(declared.generation_knobs))}")
-    if not generative and knob in declared.language_only_knobs:
-        return (f"a knob of {backend.name} for language models (model.llm) only; a fixed-shape "
-                f"model takes {', '.join(sorted(backend.knobs - declared.language_only_knobs))}")
-    return ""
 
 
 def knob_value_problems(backend: Backend, knob: str, values: ParamSpec) -> list[str]:

@@ -7,7 +7,7 @@ schema enums and tables of the other layers are derived from here; nothing else 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -192,6 +192,22 @@ class BackendDeclaration:
             raise ValueError(f"backend {self.name!r}: build_knobs "
                              f"{sorted(self.conversion.build_knobs - self.knobs)} are not knobs")
 
+
+    def kind_refusal(self, knobs: Iterable[str], generative: bool) -> str:
+        """Why ``knobs`` do not apply to a language model (``generative``) or to a fixed-shape
+        model on this backend, or "": the one rule of ``dse validate`` and of every compile."""
+        if generative and self.generation_knobs is not None:
+            refused = sorted(set(knobs) - self.generation_knobs)
+            if refused:
+                return (f"knob(s) {refused} of backend {self.name!r} are not for a generative "
+                        f"model (model.llm); it takes {', '.join(sorted(self.generation_knobs))}")
+        if not generative:
+            refused = sorted(set(knobs) & self.language_only_knobs)
+            if refused:
+                return (f"knob(s) {refused} of backend {self.name!r} are for generative language "
+                        f"models (model.llm) only; a fixed-shape model takes "
+                        f"{', '.join(sorted(self.knobs - self.language_only_knobs))}")
+        return ""
 
 BACKEND_DECLARATIONS: Registry[BackendDeclaration] = Registry(
     "backend", ("dse.backends",), lambda declared: f"the declaration of {declared.name!r}")

@@ -167,7 +167,7 @@ def test_validate_names_knobs_of_the_other_kind_of_model(tmp_path: Path) -> None
     assert sorted(p.split(": ")[1] for p in found) == [
         "deployment.backends.openvino.knobs.performance_hint",
         "deployment.backends.torch.knobs.attention_kernel"], found
-    assert all("for a language model (model.llm); it takes" in p for p in found)
+    assert all("not for a generative model (model.llm); it takes" in p for p in found)
     # A fixed-shape model's space refuses the knobs only a language model takes.
     path = tmp_path / "fixed.yaml"
     path.write_text("name: x\nmodel: {family: cnn}\ndeployment: {backends: {openvino: {knobs: "
@@ -176,4 +176,4 @@ def test_validate_names_knobs_of_the_other_kind_of_model(tmp_path: Path) -> None
     fixed, problems = check_search_space(path)
     assert problems == [] and fixed is not None
     found = space_problems(path, fixed)
-    assert len(found) == 2 and all("for language models (model.llm) only" in p for p in found)
+    assert len(found) == 2 and all("for generative language models (model.llm) only" in p for p in found)

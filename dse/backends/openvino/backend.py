@@ -184,11 +184,9 @@ class OpenVinoBackend(Backend):
 
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
-        generation_only = sorted(GENERATION_ONLY_KNOBS & set(knobs))
-        if generation_only:
-            raise BuildError(f"knob(s) {generation_only} of backend 'openvino' are for generative "
-                             f"language models (model.llm); a fixed-shape model's int8 is its "
-                             f"precision")
+        refused = self.declaration.kind_refusal(knobs, generative=False)
+        if refused:
+            raise BuildError(refused)
         ov, core, plan = self._plan(artifact, knobs, profile, batch_size)
         kernels = _profiled_kernels(core, plan, batch_size, artifact.input_shape)
         check_kernel_precision(kernels, artifact.precision, plan.device)
@@ -212,6 +210,9 @@ class OpenVinoBackend(Backend):
                           cache_dir: Path | None = None) -> GenerationRunner:
         """A language model's stateful IR (:mod:`dse.backends.openvino.generation`)."""
         self.check_knob_values(knobs)
+        refused = self.declaration.kind_refusal(knobs, generative=True)
+        if refused:
+            raise BuildError(refused)
         try:
             _openvino()
         except ImportError as exc:

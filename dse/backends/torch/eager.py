@@ -105,11 +105,9 @@ class TorchEagerBackend(Backend):
 
     def compile(self, artifact: Artifact, knobs: Mapping[str, Any], profile: HardwareProfile,
                 batch_size: int) -> Runner:
-        generation_only = sorted(GENERATION_ONLY_KNOBS & set(knobs))
-        if generation_only:
-            raise BuildError(f"knob(s) {generation_only} of backend 'torch' are for generative "
-                             f"language models (model.llm); a fixed-shape model's integer "
-                             f"precision is int8 on onnxruntime or tensorrt")
+        refused = self.declaration.kind_refusal(knobs, generative=False)
+        if refused:
+            raise BuildError(refused)
         placement = resolve_placement(self, artifact, knobs, profile)
         kernel = attention_kernel(knobs)
         module = place_module(artifact, placement)

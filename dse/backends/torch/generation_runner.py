@@ -47,10 +47,9 @@ def compile_torch_generator(backend: Backend, model: LanguageModel, precision: s
     import torch
 
     backend.check_knob_values(knobs)
-    extra = sorted(set(knobs) - GENERATION_KNOBS)
-    if extra:
-        raise BuildError(f"knob(s) {extra} of backend {backend.name!r} are not for a generative "
-                         f"model; it takes {sorted(GENERATION_KNOBS)}")
+    refused = backend.declaration.kind_refusal(knobs, generative=True)
+    if refused:
+        raise BuildError(refused)
     weights, group = weight_knobs(knobs)
     if precision not in TORCH_DTYPES:
         raise BuildError(f"{backend.name} runs precisions {sorted(TORCH_DTYPES)}, got "

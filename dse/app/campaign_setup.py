@@ -79,8 +79,11 @@ def make_dispatcher(experiment: Experiment, evaluator: Evaluator | None,
     else:
         start_embedded(on_farm)
     farm_spec = experiment.spec.farm
+    deployment = experiment.space.deployment
     farm = Dispatcher(on_farm, experiment.cache_dir, max_retries=farm_spec.max_retries,
-                      quarantine_after=farm_spec.quarantine_after)
+                      quarantine_after=farm_spec.quarantine_after,
+                      backends=None if deployment is None else frozenset(deployment.backends),
+                      generative=experiment.space.generative)
     return MixedDispatcher(farm, evaluators) if local else farm
 
 

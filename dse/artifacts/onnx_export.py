@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dse.artifacts.dynamo_export import dynamo_export
 from dse.core import BuildError
 
 if TYPE_CHECKING:
@@ -42,10 +43,8 @@ def export_onnx(module: torch.nn.Module, input_shape: tuple[int, ...], path: Pat
             # torch's exporter trips over its own deprecation of LeafSpec; it is not ours to act
             # on, and under `-W error` it would fail every export.
             warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
-            torch.onnx.export(
-                exported, (example,), str(path), dynamo=True, external_data=False,
-                input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
-                dynamic_shapes=({0: batch},), verbose=False)
+            dynamo_export(exported, (example,), path, input_names=[INPUT_NAME],
+                          output_names=[OUTPUT_NAME], dynamic_shapes=({0: batch},))
     # The exporter fails in many library-specific ways (dynamo, torch.export, onnxscript); every
     # one of them means the same thing here: this module has no ONNX artifact.
     except Exception as exc:

@@ -99,8 +99,14 @@ class Dispatcher:
     """
 
     def __init__(self, profiles: list[HardwareProfile], cache_dir: Path, *, max_retries: int = 2,
-                 quarantine_after: int = 3, worker_class: type | None = None) -> None:
+                 quarantine_after: int = 3, worker_class: type | None = None,
+                 backends: frozenset[str] | None = None, generative: bool = False) -> None:
         self.profiles = {p.name: p for p in profiles}
+        # What the campaign's candidates use: a worker loads only those runtimes before its
+        # first trial (None: every one its profile lists), and torch's ONNX exporter unless the
+        # candidates are language models (DeviceWorker._warm_up).
+        self.backends = backends
+        self.generative = generative
         self.cache_dir = cache_dir
         self.max_retries = max_retries
         self.devices: list[_Device] = []
@@ -153,7 +159,10 @@ class Dispatcher:
         actor: Any = ray.remote(**options)(worker_class).remote(profile, str(self.cache_dir), "")
         device = _Device(device_id, profile_name, actor, time.monotonic())
         if warm_up:  # identity() answers once the worker's runtimes are loaded
-            device.ready_ref = actor.identity.remote()
+            device.ready_ref = (
+                actor.identity.remote() if self.backends is None and not self.generative
+                else actor.identity.remote(None if self.backends is None
+                                           else sorted(self.backends), self.generative))
         self.devices.append(device)
         return device
 

@@ -150,36 +150,45 @@ class DeviceWorker:
         return {"device_id": self.device_id, "path": str(self.run_to_run_path),
                 "calibration": asdict(found), "summary": found.describe()}
 
-    def identity(self) -> dict[str, str]:
+    def identity(self, backends: list[str] | None = None,
+                 generative: bool = False) -> dict[str, str]:
         """Which device this is: profile, device id, Ray node, host, process, GPUs it sees.
 
         The dispatcher's readiness call: the worker answers once its runtimes are loaded
-        (:meth:`_warm_up`), so a job's ``trial_timeout_s`` measures the trial, not the process
+        (:meth:`_warm_up`: those of ``backends``, the campaign's, or else every one its profile
+        lists), so a job's ``trial_timeout_s`` measures the trial, not the process
         start-up: were a restarted worker's first trial to pay for importing torch and the
         runtimes inside its timeout, a tight timeout on a slow or busy device would fail every
         trial in turn, each restart starting the next one cold."""
-        self._warm_up()
+        self._warm_up(backends, generative)
         keys = ("device_profile", "device_id", "node_id", "host", "pid", "cuda_visible_devices")
         return {key: self.host[key] for key in keys if key in self.host}
 
-    def _warm_up(self) -> None:
-        """Load torch (training and the torch backends), each listed backend's runtime and, when
-        one of them loads ONNX files, torch's ONNX exporter, in this process. ``start_runtime``
+    def _warm_up(self, backends: list[str] | None = None, generative: bool = False) -> None:
+        """Load torch (training and the torch backends), the runtime of each profile backend
+        that ``backends`` names (all of them when None) and, unless the campaign's model is a
+        ``generative`` language model, torch's ONNX exporter, in this process. ``start_runtime``
         is idempotent and never raises: a runtime that cannot start says so when a candidate of
-        it is compiled."""
+        it is compiled.
+
+        Every fixed-shape candidate is exported to ONNX, whatever its backend (its graph's
+        statistics come from that file), and the exporter's first run in a process costs about
+        3 s of CPU more than later ones here: a first trial would pay it inside its timeout. A
+        language model is never exported to ONNX, and a campaign loads only its own backends'
+        runtimes."""
         with contextlib.suppress(ImportError):  # a device without torch: its candidates say so
             import torch  # noqa: F401
         from dse.backends import get_backend
 
-        exports_onnx = False
         for name in self.profile.backends:
+            if backends is not None and name not in backends:
+                continue
             try:
                 backend = get_backend(name)
             except KeyError:  # a backend this process does not know: its candidates say so
                 continue
             backend.start_runtime(self.profile)
-            exports_onnx = exports_onnx or backend.declaration.artifact_format == "onnx"
-        if exports_onnx and "torch" in sys.modules:
+        if not generative and "torch" in sys.modules:
             from dse.artifacts import warm_up_exporter
 
             warm_up_exporter()

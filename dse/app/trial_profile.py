@@ -9,6 +9,7 @@ only read.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 # Building a candidate from cold caches (training, conversion) plus the windows: the trial's own
 # timeout, and this much more for the profilers.
 _PROFILER_SECONDS = 600.0
+# The campaign's p50 of one call of a language model's phase (a request's TTFT is its prefill).
+_TRIAL_P50 = {"prefill": "ttft_p50_ms", "decode": "tpot_p50_ms"}
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,7 @@ class TrialProfile:
 
 def profile(experiment: Experiment | str | os.PathLike[str], trial: int, *,
             device: str | None = None, address: str | None = None,
-            settings: ProfileSettings | None = None) -> TrialProfile:
+            settings: ProfileSettings | None = None, phase: str | None = None) -> TrialProfile:
     """Profile one measured trial of a campaign on a device of its profile: the backend's own
     per-operator profiler, the roofline verdict per operator, Linux ``perf`` counters and call
     stacks, and Nsight on NVIDIA devices where installed.
@@ -73,6 +76,9 @@ def profile(experiment: Experiment | str | os.PathLike[str], trial: int, *,
             embedded local Ray.
         settings: Window lengths and which system profilers run
             (:class:`dse.profiling.session.ProfileSettings`); the defaults take a few seconds.
+        phase: For a language model's trial, the phase one profiled call is: ``decode`` (one
+            decode step; the default) or ``prefill`` (one request's prefill). Each phase has its
+            own folder and page (``trial-NNNNN-decode``). A fixed-shape model has no phase.
 
     Returns:
         The :class:`TrialProfile`: the profile folder
@@ -116,13 +122,16 @@ def profile(experiment: Experiment | str | os.PathLike[str], trial: int, *,
     except TypeError as exc:  # recorded by a dse whose candidates had other fields
         raise DseError(f"{experiment.path}: trial {trial} on {chosen.name}: its recorded "
                        f"candidate does not fit this dse ({exc})") from None
+    chosen_phase = _phase(experiment, candidate, trial, phase)
     metrics: dict[str, Any] = dict(frozen.user_attrs.get(TrialAttr.METRICS) or {})
-    p50 = metrics.get("latency_p50_ms")
+    # What the campaign measured of one call: a forward pass, or the phase's own p50.
+    p50 = metrics.get(_TRIAL_P50.get(chosen_phase, "latency_p50_ms"))
     trial_p50 = float(p50) if isinstance(p50, int | float) and math.isfinite(p50) else None
-    found = _on_device(experiment, chosen, candidate, settings or ProfileSettings(), address)
+    settings = dataclasses.replace(settings or ProfileSettings(), phase=chosen_phase)
+    found = _on_device(experiment, chosen, candidate, settings, address)
     if not isinstance(found, DeviceProfile):
         raise DeviceError(f"{experiment.path}: trial {trial} on {chosen.name}: {found}")
-    folder = profile_folder(experiment.run_dir, chosen.name, trial)
+    folder = profile_folder(experiment.run_dir, chosen.name, trial, chosen_phase)
     with refused_writes_as_errors(experiment.run_dir, REPORT_ADVICE):
         summary, table = write_profile(folder, found, campaign=experiment.name,
                                        device=chosen.name,
@@ -131,6 +140,24 @@ def profile(experiment: Experiment | str | os.PathLike[str], trial: int, *,
                                        trial=trial, candidate=candidate, trial_p50_ms=trial_p50)
     page = _page(experiment, folder, summary)
     return TrialProfile(folder, page, summary, table)
+
+
+def _phase(experiment: Experiment, candidate: Candidate, trial: int, phase: str | None) -> str:
+    """The phase to profile: ``decode`` by default for a language model; none for a fixed-shape
+    model (DseError when one is asked of it, or a phase that does not exist)."""
+    from dse.models import is_llm_source
+    from dse.profiling import check_phase
+
+    if not is_llm_source(candidate.family):
+        if phase:
+            raise DseError(f"{experiment.path}: trial {trial}: --phase {phase!r} is for a "
+                           f"language model's trial; this one is a fixed-shape model, whose "
+                           f"call is one forward pass")
+        return ""
+    try:
+        return check_phase(phase or "")
+    except ValueError as exc:
+        raise DseError(f"{experiment.path}: trial {trial}: {exc}") from None
 
 
 def _on_device(experiment: Experiment, device: HardwareProfile, candidate: Candidate,
@@ -153,7 +180,7 @@ def _page(experiment: Experiment, folder: Path, summary: ProfileSummary) -> Path
     with refused_writes_as_errors(dashboards, REPORT_ADVICE):
         dashboards.mkdir(parents=True, exist_ok=True)
         page = write_profile_page(folder, dashboards / profile_page_name(
-            summary.campaign, summary.device, summary.trial))
+            summary.campaign, summary.device, summary.trial, summary.phase))
         if experiment.dashboard_path.exists():
             declare(experiment.space.metric_specs())
             write_dashboard(experiment.run_dir, experiment.dashboard_path, title=experiment.name,

@@ -10,17 +10,31 @@ from dse.backends.base import PROVENANCE_KEYS, Backend, Runner, default_threads,
 from dse.backends.bundle_extras import BundleExtras
 from dse.backends.capabilities import CAPABILITIES, Capability, supports, supports_device
 from dse.backends.generation_runner import GenerationRunner
-from dse.backends.op_profile import OpProfile, OpRecord, ProfileRequest, ProfilerMissing, timed_runs
+from dse.backends.op_profile import (
+    DECODE,
+    PHASES,
+    PREFILL,
+    GenerationProfileRequest,
+    OpProfile,
+    OpRecord,
+    ProfileRequest,
+    ProfilerMissing,
+    timed_runs,
+)
 from dse.plugins import BackendDeclaration
 
 __all__ = [
     "BACKENDS",
     "CAPABILITIES",
+    "DECODE",
+    "PHASES",
+    "PREFILL",
     "PROVENANCE_KEYS",
     "Backend",
     "BackendDeclaration",
     "BundleExtras",
     "Capability",
+    "GenerationProfileRequest",
     "GenerationRunner",
     "OpProfile",
     "OpRecord",

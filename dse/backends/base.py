@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from dse.artifacts import Artifact
     from dse.backends.bundle_extras import BundleExtras
     from dse.backends.generation_runner import GenerationRunner
-    from dse.backends.op_profile import OpProfile, ProfileRequest
+    from dse.backends.op_profile import GenerationProfileRequest, OpProfile, ProfileRequest
     from dse.models import LanguageModel
     from dse.plugins import BackendDeclaration
     from dse.spec import HardwareProfile
@@ -206,6 +206,16 @@ class Backend(ABC):
         from dse.backends.op_profile import ProfilerMissing
 
         raise ProfilerMissing(f"backend {self.name!r} has no per-operator profiler in dse")
+
+    def profile_generation(self, request: GenerationProfileRequest) -> dict[str, OpProfile]:
+        """Run ``request.requests`` requests of a language model under this backend's own
+        per-operator profiler, writing its raw files into ``request.out_dir``; the time per
+        operator of each phase (``prefill``, ``decode``), one profiled call being one request's
+        prefill or one decode step. This default raises ProfilerMissing saying there is none."""
+        from dse.backends.op_profile import ProfilerMissing
+
+        raise ProfilerMissing(f"backend {self.name!r} has no per-operator profiler of a "
+                              f"language model's requests in dse")
 
     def bundle_extras(self, runner: Runner, artifact: Artifact) -> BundleExtras:
         """What an exported bundle's standalone ``run.py`` needs beyond the artifact file and

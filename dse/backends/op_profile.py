@@ -120,6 +120,32 @@ class ProfileRequest:
     between: Callable[[], None] | None = None
 
 
+# A language model's two phases, as its requests run them: the prompt's prefill (up to the first
+# token) and one decode step (each token after it).
+PREFILL, DECODE = "prefill", "decode"
+PHASES = (PREFILL, DECODE)
+
+
+@dataclass(frozen=True)
+class GenerationProfileRequest:
+    """What :meth:`~dse.backends.base.Backend.profile_generation` is given.
+
+    Attributes:
+        runner: the candidate's :class:`~dse.backends.generation_runner.GenerationRunner`, warm.
+        stream: one request per call, the workload's prompts bound (``runner.bound_stream``):
+            its first step is the prefill, each later one a decode step.
+        output_tokens: the steps of each request (its prefill's token, then decode steps).
+        requests: how many requests to run under the profiler.
+        out_dir: an existing folder for the profiler's raw files (and its trace).
+    """
+
+    runner: Any
+    stream: Callable[[], Any]
+    output_tokens: int
+    requests: int
+    out_dir: Path
+
+
 def timed_runs(run: Callable[[Any], Any], batch: Any, runs: int,
                between: Callable[[], None] | None = None) -> list[float]:
     """Call ``run(batch)`` ``runs`` times, and ``between()`` (untimed here) after each; the wall

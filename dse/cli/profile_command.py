@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from dse.app import TrialProfile
 
 _TOP = 10
+# A language model's profile is of one phase: what one run of its table is.
+_PHASE_CALLS = {"prefill": "prefill (a run is one request's prefill)",
+                "decode": "decode (a run is one decode step)"}
 
 
 def profile(
@@ -30,9 +33,13 @@ def profile(
         = 0.5,
         perf: Annotated[bool, typer.Option(help="Attach Linux perf (counters, call stacks).")]
         = True,
+        phase: Annotated[str | None, typer.Option(
+            help="A language model's phase: decode (one call is a decode step; the default) "
+                 "or prefill (one call is a request's prefill).")] = None,
         address: AddressOption = None) -> None:
     """Profile a trial's exact configuration on its device: time per operator with the
-    backend's own profiler, a roofline verdict per operator, perf counters and call stacks."""
+    backend's own profiler, a roofline verdict per operator, perf counters and call stacks
+    (a language model: one phase's operators, --phase)."""
     from dse.app import profile as profile_trial
     from dse.profiling import ProfileSettings
 
@@ -40,7 +47,8 @@ def profile(
     stop_signals_like_ctrl_c()
     try:
         found = profile_trial(experiment, trial, device=device, address=address,
-                              settings=ProfileSettings(window_s=window_s, perf=perf))
+                              settings=ProfileSettings(window_s=window_s, perf=perf),
+                              phase=phase)
     except DseError as exc:
         raise fail(exc) from None
     except KeyboardInterrupt as exc:
@@ -59,7 +67,8 @@ def _print(console: Console, found: TrialProfile) -> None:
     def say(text: str) -> None:
         console.print(text, markup=False, soft_wrap=True)
 
-    say(f"trial {s.trial} on {s.device}: {s.backend} {s.precision} batch {s.batch_size}")
+    say(f"trial {s.trial} on {s.device}: {s.backend} {s.precision} batch {s.batch_size}"
+        + (f", {_PHASE_CALLS[s.phase]}" if s.phase in _PHASE_CALLS else ""))
     if s.profiler_missing:
         say(f"operators: none — {s.profiler_missing}")
     else:

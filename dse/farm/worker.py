@@ -258,6 +258,8 @@ class DeviceWorker:
         it cannot be built or run. Nothing is recorded on any study."""
         from dse.profiling import profile_runner
 
+        if is_llm_source(candidate.family):
+            return self._profile_generator(candidate, settings)
         prepared = self._rebuilt(candidate, training)
         if isinstance(prepared, str):
             return prepared
@@ -266,6 +268,28 @@ class DeviceWorker:
                 return profile_runner(prepared.runner, prepared.artifact, prepared.example,
                                       candidate, self.profile, settings)
         except (RuntimeError, MemoryError) as exc:
+            return f"the candidate failed while profiled: {type(exc).__name__}: {exc}"
+        finally:
+            prepared.runner.close()
+
+    def _profile_generator(self, candidate: Candidate,
+                           settings: ProfileSettings) -> DeviceProfile | str:
+        """A language model's phase (``settings.phase``) profiled over its workload's requests
+        (:mod:`dse.profiling.generation_session`); the reason, in one line, when it cannot be."""
+        from dse.profiling import profile_generator
+        from dse.trial import prepare_generator
+
+        try:
+            with self.node_lock.shared():
+                prepared = prepare_generator(candidate, self.profile, self.cache_dir / "artifacts")
+        except BuildError as exc:
+            return f"the candidate could not be built: {exc}"
+        try:
+            with self.node_lock.exclusive():
+                return profile_generator(prepared.runner, prepared.prompts,
+                                         prepared.workload.output_tokens, candidate,
+                                         self.profile, settings)
+        except (RuntimeError, MemoryError, ValueError) as exc:
             return f"the candidate failed while profiled: {type(exc).__name__}: {exc}"
         finally:
             prepared.runner.close()

@@ -11,6 +11,8 @@ from dse.util import lazy_names
 if TYPE_CHECKING:
     from dse.profiling.folder import profile_folder as profile_folder
     from dse.profiling.folder import write_profile as write_profile
+    from dse.profiling.generation_session import check_phase as check_phase
+    from dse.profiling.generation_session import profile_generator as profile_generator
     from dse.profiling.session import DeviceProfile as DeviceProfile
     from dse.profiling.session import ProfileSettings as ProfileSettings
     from dse.profiling.session import profile_runner as profile_runner
@@ -46,7 +48,9 @@ _NAMES = {
     "SUMMARY_FILE": "dse.profiling.summary",
     "UNKNOWN": "dse.profiling.summary",
     "VERDICTS": "dse.profiling.summary",
+    "check_phase": "dse.profiling.generation_session",
     "profile_folder": "dse.profiling.folder",
+    "profile_generator": "dse.profiling.generation_session",
     "profile_runner": "dse.profiling.session",
     "read_summary": "dse.profiling.summary",
     "write_profile": "dse.profiling.folder",

@@ -27,9 +27,10 @@ if TYPE_CHECKING:
 PROFILES_DIR = "profiles"
 
 
-def profile_folder(run_dir: Path, device: str, trial: int) -> Path:
-    """``<run folder>/profiles/<device>/trial-NNNNN``: trial numbers are per device study."""
-    return run_dir / PROFILES_DIR / device / f"trial-{trial:05d}"
+def profile_folder(run_dir: Path, device: str, trial: int, phase: str = "") -> Path:
+    """``<run folder>/profiles/<device>/trial-NNNNN`` (trial numbers are per device study), with
+    ``-<phase>`` for a language model's phase (``trial-00003-decode``)."""
+    return run_dir / PROFILES_DIR / device / f"trial-{trial:05d}{f'-{phase}' if phase else ''}"
 
 
 def write_profile(folder: Path, found: DeviceProfile, *, campaign: str, device: str,
@@ -94,7 +95,7 @@ def _summary(found: DeviceProfile, table: pd.DataFrame, files: dict[str, str], *
         else profiled - unprofiled,
         host_ms_per_run=unprofiled, device_ms_per_run=device_ms, ceilings=found.ceilings,
         verdicts=verdict_counts(table), perf=found.perf, nsight=found.nsight, files=files,
-        notes=notes, window=found.window)
+        notes=notes, window=found.window, phase=found.phase)
 
 
 def _median_ms(values_us: list[float] | Any) -> float | None:

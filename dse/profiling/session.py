@@ -32,7 +32,7 @@ from dse.profiling.ceilings import measure_ceilings, profile_peaks
 from dse.profiling.summary import Ceilings, NsightSection, PerfSection
 
 if TYPE_CHECKING:
-    from dse.backends import Runner
+    from dse.backends import GenerationRunner, Runner
     from dse.core import Candidate
     from dse.spec import HardwareProfile
 
@@ -54,6 +54,9 @@ class ProfileSettings:
         perf: attach Linux perf to the perf window.
         nsight: run Nsight Systems / Compute on NVIDIA devices where installed.
         nsight_timeout_s: how long each Nsight tool may take.
+        phase: a language model's phase to profile, ``prefill`` (one call: a request's prefill)
+            or ``decode`` (one call: a decode step); empty for a fixed-shape model, whose call is
+            its forward pass (:mod:`dse.profiling.generation_session`).
     """
 
     window_s: float = 0.5
@@ -63,6 +66,7 @@ class ProfileSettings:
     perf: bool = True
     nsight: bool = True
     nsight_timeout_s: float = 300.0
+    phase: str = ""
 
 
 @dataclass
@@ -82,6 +86,9 @@ class DeviceProfile:
     """File name -> contents, everything the profilers wrote (the driver writes them out)."""
     notes: list[str] = field(default_factory=list)
     window: dict[str, float] = field(default_factory=dict)
+    phase: str = ""
+    """A language model's phase the calls are (``prefill``, ``decode``); empty for a
+    fixed-shape model."""
 
 
 def profile_runner(runner: Runner, artifact: Any, example: Any, candidate: Candidate,
@@ -108,9 +115,9 @@ def profile_runner(runner: Runner, artifact: Any, example: Any, candidate: Candi
             notes.append("the unprofiled p50 is of plain calls interleaved with the profiled "
                          "ones, one after each")
         nsight = _nsight(artifact, example, candidate, profile, runs, out, settings)
-        threads = _threads(runner)
-        ceilings = _ceilings(profile, candidate.precision, threads)
-        files, dropped = _collect_files(out)
+        threads = runner_threads(runner)
+        ceilings = device_ceilings(profile, candidate.precision, threads)
+        files, dropped = collect_files(out)
         notes += dropped
         if ops is not None:
             ops.files = [Path(p.name) for p in ops.files]
@@ -227,14 +234,15 @@ def _nsight(artifact: Any, example: Any, candidate: Candidate, profile: Hardware
     return section
 
 
-def _threads(runner: Runner) -> int:
+def runner_threads(runner: Runner | GenerationRunner) -> int:
+    """The threads the runner says it runs on (1 when it does not say)."""
     try:
         return max(1, int(runner.describe().get("threads", "1")))
     except ValueError:
         return 1
 
 
-def _ceilings(profile: HardwareProfile, precision: str, threads: int) -> Ceilings:
+def device_ceilings(profile: HardwareProfile, precision: str, threads: int) -> Ceilings:
     """Measured on the device; the profile's own peaks when torch cannot measure here."""
     device = "cpu" if profile.kind == "cpu" else "cuda"
     try:
@@ -249,7 +257,8 @@ def _ceilings(profile: HardwareProfile, precision: str, threads: int) -> Ceiling
                                     f"device profile gives no peaks")
 
 
-def _collect_files(out: Path) -> tuple[dict[str, bytes], list[str]]:
+def collect_files(out: Path) -> tuple[dict[str, bytes], list[str]]:
+    """Every file under ``out`` by its relative name, but those over MAX_FILE_BYTES (a note each)."""
     files: dict[str, bytes] = {}
     notes: list[str] = []
     for path in sorted(out.rglob("*")):

@@ -167,6 +167,9 @@ class ProfileSummary:
     window: dict[str, float] = field(default_factory=dict)
     """Epoch seconds: ``start`` and ``end`` of the profiling window (never a measurement's)."""
     version: int = SUMMARY_VERSION
+    phase: str = ""
+    """A language model's phase one call is (``prefill``: a request's prefill; ``decode``: one
+    decode step); empty for a fixed-shape model, whose call is its forward pass."""
 
 
 def write_summary(summary: ProfileSummary, folder: Path) -> Path:

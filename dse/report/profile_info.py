@@ -130,9 +130,10 @@ class ProfilePageInfo(NamedTuple):
     files: list[FileLink]
 
 
-def profile_page_name(campaign: str, device: str, trial: int) -> str:
+def profile_page_name(campaign: str, device: str, trial: int, phase: str = "") -> str:
     """The profile page's file name in the campaign's dashboards folder, e.g.
-    ``profile_page_name("tiny", "local-cpu", 3) == "tiny-profile-local-cpu-trial-00003.html"``.
+    ``profile_page_name("tiny", "local-cpu", 3) == "tiny-profile-local-cpu-trial-00003.html"``;
+    a language model's phase ends it (``...-trial-00003-decode.html``).
 
     Raises:
         ValueError: ``campaign`` or ``device`` would leave the folder (a path separator, ``..``).
@@ -141,12 +142,15 @@ def profile_page_name(campaign: str, device: str, trial: int) -> str:
         if not name or "/" in name or os.sep in name or name.startswith("."):
             raise ValueError(f"a profile page name needs a plain campaign and device name, but "
                              f"got ({campaign=}, {device=})")
-    return f"{campaign}{_PAGE_INFIX}{device}{_TRIAL_INFIX}{trial:05d}.html"
+    return f"{campaign}{_PAGE_INFIX}{device}{_TRIAL_INFIX}{trial:05d}" \
+           f"{f'-{phase}' if phase else ''}.html"
 
 
 def profile_pages(dashboards_dir: Path, campaign: str) -> dict[tuple[str, int], str]:
     """The campaign's profile pages in ``dashboards_dir``, by (device, trial): one listing of the
-    folder, names read by :func:`profile_page_name`'s convention, no page opened."""
+    folder, names read by :func:`profile_page_name`'s convention, no page opened. A language
+    model's trial links its decode page where it has one (a decode step is most of a request's
+    time), else its prefill page."""
     prefix = f"{campaign}{_PAGE_INFIX}"
     pages: dict[tuple[str, int], str] = {}
     try:
@@ -157,9 +161,18 @@ def profile_pages(dashboards_dir: Path, campaign: str) -> dict[tuple[str, int], 
         if not (entry.name.startswith(prefix) and entry.name.endswith(".html")):
             continue
         device, infix, number = entry.name[len(prefix):-len(".html")].rpartition(_TRIAL_INFIX)
-        if infix and device and number.isdigit() and entry.is_file():
-            pages[(device, int(number))] = entry.name
+        number, _, phase = number.partition("-")
+        if not (infix and device and number.isdigit() and entry.is_file()):
+            continue
+        key = (device, int(number))
+        if phase in ("", "decode") or key not in pages:
+            pages[key] = entry.name
     return pages
+
+
+# A language model's profile is of one phase: the title says which call a row's time is per.
+_PHASE_TITLES = {"prefill": " (prefill: one call is a request's prefill)",
+                 "decode": " (decode: one call is a decode step)"}
 
 
 def profile_page_info(folder: Path, page_dir: Path | None = None) -> ProfilePageInfo:
@@ -180,7 +193,8 @@ def profile_page_info(folder: Path, page_dir: Path | None = None) -> ProfilePage
     return ProfilePageInfo(
         campaign=summary.campaign, device=summary.device, trial=summary.trial,
         backend=summary.backend,
-        title=f"{summary.campaign} — profile of trial {summary.trial} on {summary.device}",
+        title=f"{summary.campaign} — profile of trial {summary.trial}"
+              f"{_PHASE_TITLES.get(summary.phase, '')} on {summary.device}",
         header=header_fields(summary),
         accounting=accounting_info(summary),
         top_ops=top_ops_info(ops, summary, why),

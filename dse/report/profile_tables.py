@@ -67,7 +67,7 @@ def header_fields(summary: ProfileSummary) -> list[tuple[str, str]]:
         profiler += f" ({summary.profiler_missing})"
     fields = [("campaign", summary.campaign), ("device", device), ("trial", str(summary.trial)),
               ("backend", summary.backend), ("precision", summary.precision),
-              ("batch size", str(summary.batch_size)),
+              ("batch size", str(summary.batch_size)), ("phase", summary.phase),
               ("knobs", _pairs(candidate.get("knobs"))),
               ("architecture", _pairs(candidate.get("arch"))),
               ("profiler", profiler), ("profiled runs", str(summary.runs)),

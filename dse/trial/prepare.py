@@ -86,10 +86,11 @@ def prepare_candidate(candidate: Candidate, training: TrainingSpec, profile: Har
     """
     backend = check_deployable(candidate, profile)
     if is_llm_source(candidate.family):
-        # A trial of one is measured by dse.trial.generation_timing; dse profile, export and
-        # verify take fixed-shape models only so far.
+        # A trial of one is measured by dse.trial.generation_timing and profiled by
+        # dse.profiling.generation_session; export, verify and duels take fixed-shape models only
+        # so far.
         raise BuildError("a generative language model is measured by its campaign's trials; "
-                         "dse profile, export, verify and duels do not take one yet")
+                         "dse export, verify and duels do not take one yet")
     cache = ArtifactCache(cache_dir / "artifacts")
     if is_onnx_source(candidate.family):
         model = onnx_file_model(candidate, training, cache)

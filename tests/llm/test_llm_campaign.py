@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from dse import load_experiment, run_campaign
+from dse import load_experiment, profile, run_campaign
 from dse.core import Candidate
 from dse.core.metrics import metric
+from dse.profiling import ProfileSettings
 from dse.report import write_dashboard
+from dse.report.profile_info import profile_pages
 from dse.spec.loading import load_profile
 from dse.trial import ArchFailure, prepare_generator
 from tests.conftest import LOCAL_CPU, REPO
@@ -91,6 +93,15 @@ def test_a_random_weights_architecture_search(tmp_path: Path) -> None:
     page = write_dashboard(result.run_dir, tmp_path / "llm.html").read_text(encoding="utf-8")
     for view in ("dse-llm-latency", "dse-llm-quality"):
         assert f'id="{view}"' in page, view
+    # dse profile of a trial: its decode step by default, in a folder and page of that phase
+    # that the dashboard's trial row links.
+    number = int(done["trial"].iloc[0])
+    found = profile(experiment, trial=number, settings=ProfileSettings(window_s=0.05, perf=False))
+    assert found.folder.name == f"trial-{number:05d}-decode" and found.summary.phase == "decode"
+    assert found.summary.profiler.startswith("torch.profiler") and not found.ops.empty
+    assert found.summary.trial_p50_ms == done[metric("tpot_p50_ms").column].iloc[0]
+    assert found.page.name.endswith(f"-trial-{number:05d}-decode.html") and found.page.is_file()
+    assert profile_pages(found.page.parent, "llm-arch")[("local-cpu", number)] == found.page.name
     # Resumed with its budget met: nothing is measured again.
     again = run_campaign(load_experiment(experiment), report=False).trials
     assert len(again) == len(trials)

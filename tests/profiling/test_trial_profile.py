@@ -158,3 +158,11 @@ def test_cli_refuses_a_device_the_campaign_does_not_have(measured: Path) -> None
     assert "--device 'jetson' is not a device of this campaign (it has ['local-cpu'])" in \
         done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_cli_refuses_a_phase_for_a_fixed_shape_trial(measured: Path) -> None:
+    done = _cli(str(measured), "--trial", "0", "--phase", "decode")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"{measured}: trial 0: --phase 'decode' is for a language model's trial; this one is a "
+        f"fixed-shape model, whose call is one forward pass"]

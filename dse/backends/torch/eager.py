@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from dse.artifacts import Artifact
     from dse.backends.bundle_extras import BundleExtras
     from dse.backends.generation_runner import GenerationRunner
-    from dse.backends.op_profile import OpProfile, ProfileRequest
+    from dse.backends.op_profile import GenerationProfileRequest, OpProfile, ProfileRequest
     from dse.models import LanguageModel
     from dse.spec import HardwareProfile
 
@@ -82,6 +82,11 @@ class TorchEagerBackend(Backend):
 
     def profile_ops(self, request: ProfileRequest) -> OpProfile:
         return profile_torch_runner(request)
+
+    def profile_generation(self, request: GenerationProfileRequest) -> dict[str, OpProfile]:
+        from dse.backends.torch.generation_profiler import profile_torch_generation
+
+        return profile_torch_generation(request)
 
     def bundle_extras(self, runner: Runner, artifact: Artifact) -> BundleExtras:
         """The runner's module saved with ``torch.export`` (see

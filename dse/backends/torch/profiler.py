@@ -63,7 +63,7 @@ def profile_torch_runner(request: ProfileRequest) -> OpProfile:
     run_op_us = []
     for event in ranges:
         before = sum(record.total_us for record in records.values())
-        _collect(event, records)
+        collect_rows(event, records)
         run_op_us.append(sum(record.total_us for record in records.values()) - before)
     notes = ["bytes count an op's inputs only (torch's profiler records no output shapes): "
              "intensities are upper bounds",
@@ -75,13 +75,13 @@ def profile_torch_runner(request: ProfileRequest) -> OpProfile:
                      files=[raw], trace=raw, run_us=run_us, run_op_us=run_op_us, notes=notes)
 
 
-def _collect(event: Any, records: dict[str, OpRecord]) -> None:
+def collect_rows(event: Any, records: dict[str, OpRecord]) -> None:
     """Add the rows under one range ``event`` (see the module's docstring)."""
     for child in event.cpu_children:
         if _OP_NAME.match(child.name):
             _add(records, child.name, child.name, child.cpu_time_total, child)
             continue
-        _collect(child, records)
+        collect_rows(child, records)
         own = child.cpu_time_total - sum(c.cpu_time_total for c in child.cpu_children)
         if own > 0:
             name = _HASH.sub("<graph>", child.name).strip("# ").strip()

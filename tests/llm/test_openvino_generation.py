@@ -109,3 +109,29 @@ def test_a_fixed_shape_model_refuses_the_language_model_knobs() -> None:
     with pytest.raises(BuildError, match=r"\['kv_cache', 'weights'\].*generative language"):
         backend.compile(None, {"weights": "int8", "kv_cache": "int8"},  # type: ignore[arg-type]
                         PROFILE, 1)
+
+
+def test_a_request_computes_the_last_positions_logits_only(tmp_path: Path) -> None:
+    """The IR takes the positions whose logits to compute: a request's prefill gets the last
+    prompt position's (the head over the whole prompt would cost it as much again as the
+    vocabulary is wide), the quality pass every position's; the two agree where they overlap."""
+    import openvino as ov
+
+    from dse.backends.openvino.llm_ir import IR_FILE, stateful_ir
+
+    model = _model()
+    prompts = prompt_ids(None, model.vocab_size, "builtin", 2, 9)
+    folder = stateful_ir(model, "same", 32, tmp_path)
+    compiled = ov.Core().compile_model(str(folder / IR_FILE), "CPU",
+                                       {"INFERENCE_PRECISION_HINT": "f32"})
+    feed = {"input_ids": prompts, "attention_mask": np.ones_like(prompts),
+            "position_ids": np.ascontiguousarray(np.broadcast_to(np.arange(9), (2, 9)))}
+    shapes, last = [], []
+    for keep in (np.array([8]), np.arange(9)):
+        request = compiled.create_infer_request()
+        request.infer({**feed, "logits_to_keep": keep})
+        logits = request.get_tensor("logits").data
+        shapes.append(logits.shape)
+        last.append(np.array(logits[:, -1]))
+    assert shapes == [(2, 1, model.vocab_size), (2, 9, model.vocab_size)]
+    assert np.abs(last[0] - last[1]).max() < 1e-4

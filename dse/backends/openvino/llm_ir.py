@@ -30,8 +30,10 @@ if TYPE_CHECKING:
     from dse.models import LanguageModel
 
 IR_FILE = "openvino_model.xml"
+# The IR's inputs before the KV cache's (which make-stateful turns into state).
+_INPUTS = ("input_ids", "attention_mask", "position_ids", "logits_to_keep")
 # Bump when what is traced or transformed changes, so older cached folders are not reused.
-_VERSION = 1
+_VERSION = 2  # 2: the logits_to_keep input
 
 
 def stateful_ir(model: LanguageModel, weights: str, group: int, cache_dir: Path) -> Path:
@@ -83,7 +85,10 @@ def _past_names(layers: int) -> list[tuple[str, str]]:
 
 def _stateful_model(model: LanguageModel) -> Any:
     """The traced model with its KV cache as internal state: inputs ``input_ids``,
-    ``attention_mask``, ``position_ids``; output ``logits``."""
+    ``attention_mask``, ``position_ids`` and ``logits_to_keep`` (the positions whose logits are
+    computed: the last one for a request's steps, every one for the quality pass — the language
+    model head over a whole prompt would cost a prefill as much again as its vocabulary is wide);
+    output ``logits``."""
     import openvino as ov
     import torch
     from openvino._offline_transformations import apply_make_stateful_transformation
@@ -102,8 +107,10 @@ def _stateful_model(model: LanguageModel) -> Any:
     mask[1, 0] = 0
     past = [torch.randn(batch, kv_heads, cached, head_dim, generator=generator)
             for _ in range(2 * layers)]
+    # Two positions' logits kept, so that the trace keeps the selection general.
     example = (torch.randint(0, int(config.vocab_size), (batch, new), generator=generator), mask,
-               torch.arange(cached, cached + new).expand(batch, new).contiguous(), *past)
+               torch.arange(cached, cached + new).expand(batch, new).contiguous(),
+               torch.tensor([1, new - 1]), *past)
     try:
         # transformers' Python branches on shapes warn while traced; the example's shapes are
         # chosen so that each takes the general path.
@@ -113,14 +120,14 @@ def _stateful_model(model: LanguageModel) -> Any:
     except Exception as exc:  # the converter raises its own error types
         raise BuildError(f"openvino cannot convert the language model: "
                          f"{_last_line(exc)}") from exc
-    names = ["input_ids", "attention_mask", "position_ids"] + [p for p, _ in _past_names(layers)]
+    names = [*_INPUTS, *(p for p, _ in _past_names(layers))]
     for port, name in zip(traced.inputs, names, strict=True):
         port.get_tensor().set_names({name})
     outputs = ["logits"] + [p for _, p in _past_names(layers)]
     for port, name in zip(traced.outputs, outputs, strict=True):
         port.get_tensor().set_names({name})
-    traced.reshape({port: ov.PartialShape([-1, -1]) if i < 3 else
-                    ov.PartialShape([-1, kv_heads, -1, head_dim])
+    traced.reshape({port: ov.PartialShape([-1, -1]) if i < 3 else ov.PartialShape([-1])
+                    if i == 3 else ov.PartialShape([-1, kv_heads, -1, head_dim])
                     for i, port in enumerate(traced.inputs)})
     apply_make_stateful_transformation(traced, dict(_past_names(layers)))
     _start_states_empty(traced)
@@ -189,7 +196,7 @@ def _wrapper_class() -> type:
             self.module = module
 
         def forward(self, input_ids: Any, attention_mask: Any, position_ids: Any,
-                    *past: Any) -> tuple[Any, ...]:
+                    logits_to_keep: Any, *past: Any) -> tuple[Any, ...]:
             from transformers import DynamicCache
 
             cache = DynamicCache(config=self.module.config)
@@ -200,7 +207,8 @@ def _wrapper_class() -> type:
                 layer.dtype, layer.device = layer.keys.dtype, layer.keys.device
                 layer.is_initialized = True
             out = self.module(input_ids=input_ids, attention_mask=attention_mask,
-                              position_ids=position_ids, past_key_values=cache, use_cache=True)
+                              position_ids=position_ids, past_key_values=cache, use_cache=True,
+                              logits_to_keep=logits_to_keep)
             done: list[Any] = list(out.past_key_values.layers)
             present = [tensor for layer in done
                        for tensor in (layer.keys, layer.values)]

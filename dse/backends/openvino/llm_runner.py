@@ -49,9 +49,11 @@ class OpenVinoGenerationRunner(GenerationRunner):
             "kv_cache_precision": self.kv_precision}
         self.weights_bytes = sum(path.stat().st_size for path in folder.glob("*.bin"))
 
-    def _infer(self, request: Any, ids: np.ndarray, mask: np.ndarray,
-               positions: np.ndarray) -> np.ndarray:
-        request.infer({"input_ids": ids, "attention_mask": mask, "position_ids": positions})
+    def _infer(self, request: Any, ids: np.ndarray, mask: np.ndarray, positions: np.ndarray,
+               keep: np.ndarray) -> np.ndarray:
+        """One inference; the logits of the positions ``keep`` holds, (rows, len(keep), vocab)."""
+        request.infer({"input_ids": ids, "attention_mask": mask, "position_ids": positions,
+                       "logits_to_keep": keep})
         logits: np.ndarray = request.get_tensor("logits").data
         return logits
 
@@ -66,17 +68,22 @@ class OpenVinoGenerationRunner(GenerationRunner):
         prompt_positions = np.ascontiguousarray(np.broadcast_to(np.arange(length), (rows, length)))
         step_positions = [np.full((rows, 1), length + step, dtype=np.int64)
                           for step in range(output_tokens)]
+        # A step needs its last position's logits only: the prefill computes the head there,
+        # not over the whole prompt (as torch's logits_to_keep=1 and GenAI's graphs do).
+        last_prompt, last_step = (np.array([length - 1], dtype=np.int64),
+                                  np.zeros(1, dtype=np.int64))
         read: list[int] = []
 
         def stream() -> Iterator[Any]:
             self.check_open()
             request.reset_state()
-            logits = self._infer(request, ids, mask[:, :length], prompt_positions)
+            logits = self._infer(request, ids, mask[:, :length], prompt_positions, last_prompt)
             token = logits[:, -1].argmax(axis=-1)
             yield token
             for step in range(output_tokens - 1):
                 logits = self._infer(request, token[:, None].astype(np.int64),
-                                     mask[:, :length + step + 1], step_positions[step])
+                                     mask[:, :length + step + 1], step_positions[step],
+                                     last_step)
                 token = logits[:, -1].argmax(axis=-1)
                 yield token
             if not read:
@@ -102,7 +109,8 @@ class OpenVinoGenerationRunner(GenerationRunner):
         request.reset_state()
         logits = self._infer(request, data, np.ones((rows, length), dtype=np.int64),
                              np.ascontiguousarray(np.broadcast_to(np.arange(length),
-                                                                  (rows, length))))
+                                                                  (rows, length))),
+                             np.arange(length, dtype=np.int64))
         return np.array(logits, dtype=np.float32)
 
     def close(self) -> None:

@@ -103,7 +103,14 @@ def export(experiment: Experiment | str | os.PathLike[str], trial: int,
         {'backend': 'onnxruntime', 'precision': 'int8', 'batch_size': 8, ...}
     """
     from dse.app.api import load_experiment
-    from dse.deploy import ExportedModel, bundle_files, check_target, write_bundle
+    from dse.deploy import (
+        ExportedGenerator,
+        ExportedModel,
+        bundle_files,
+        check_target,
+        write_bundle,
+        write_generation_bundle,
+    )
     from dse.farm import call_device
     from dse.storage import refused_writes_as_errors
 
@@ -122,12 +129,16 @@ def export(experiment: Experiment | str | os.PathLike[str], trial: int,
     found = call_device(chosen, experiment.cache_dir, address or experiment.spec.farm.address,
                         "export_candidate", (candidate, experiment.space.training),
                         experiment.spec.budget.trial_timeout_s + _EXPORT_SECONDS)
-    if not isinstance(found, ExportedModel):
+    if not isinstance(found, ExportedModel | ExportedGenerator):
         raise DeviceError(f"{experiment.path}: trial {trial} on {chosen.name}: {found}")
     target = Path(out)
     with refused_writes_as_errors(target.parent.resolve(), "free space, or --out elsewhere"):
-        folder = write_bundle(target, found, candidate, recorded, _profile_yaml(chosen),
-                              force=force)
+        if isinstance(found, ExportedGenerator):
+            folder = write_generation_bundle(target, found, candidate, recorded,
+                                             _profile_yaml(chosen), force=force)
+        else:
+            folder = write_bundle(target, found, candidate, recorded, _profile_yaml(chosen),
+                                  force=force)
     import yaml
 
     from dse.deploy import DEPLOYMENT

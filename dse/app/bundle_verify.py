@@ -33,7 +33,7 @@ from dse.deploy import (
 )
 
 if TYPE_CHECKING:
-    from dse.deploy import Bundle, VerifiedModel, VerifyRequest
+    from dse.deploy import Bundle, GenerationVerifyRequest, VerifiedModel, VerifyRequest
     from dse.spec import HardwareProfile, MeasureSpec
 
 # Deploying (a TensorRT engine build, TVM's compile) and measuring by the bundle's protocol.
@@ -170,7 +170,7 @@ def verify(bundle: str | os.PathLike[str], *, profile: str | os.PathLike[str] | 
         >>> found.verdict, [(c.metric, c.verdict) for c in found.checks]  # doctest: +SKIP
         ('pass', [('latency_p50_ms', 'pass'), ('latency_p99_ms', 'pass'), ('accuracy', 'pass')])
     """
-    from dse.deploy import VerifyRequest, read_bundle
+    from dse.deploy import read_bundle
     from dse.spec import MeasureSpec
 
     for name, value in (("confirm_runs", confirm_runs), ("confirm_gap_s", confirm_gap_s)):
@@ -186,11 +186,7 @@ def verify(bundle: str | os.PathLike[str], *, profile: str | os.PathLike[str] | 
     except ValueError as exc:
         raise DseError(f"{found.folder}: deployment.yaml's measurement: "
                        f"{str(exc).splitlines()[0]}") from None
-    request = VerifyRequest(candidate, str(found.deployment["artifact"]["format"]),
-                            found.artifact_file, found.artifact,
-                            tuple(found.deployment["input"]["shape"][1:]),
-                            found.deployment["input"].get("fixed_batch"), found.data,
-                            found.run_to_run)
+    request = _request(found, candidate)
     cache = Path(cache_dir) if cache_dir is not None else _default_cache()
     first = _measured(device, cache, address, request, measure)
     if isinstance(first, str):
@@ -212,8 +208,27 @@ def verify(bundle: str | os.PathLike[str], *, profile: str | os.PathLike[str] | 
                             needed=confirm_runs + 1, problem=problem), report, device)
 
 
+def _request(found: Bundle, candidate: Candidate) -> VerifyRequest | GenerationVerifyRequest:
+    """What the device deploys: the artifact and carried data, or a language model's folder,
+    prompts and recorded tokens."""
+    from dse.deploy import GenerationVerifyRequest, VerifyRequest
+
+    if found.generation is not None:
+        settings = dict(found.deployment["model"].get("settings") or {})
+        return GenerationVerifyRequest(candidate, found.generation.model_files, settings,
+                                       found.generation.prompts, found.generation.tokens,
+                                       found.run_to_run)
+    assert found.data is not None  # a fixed-shape model's bundle carries its inputs
+    return VerifyRequest(candidate, str(found.deployment["artifact"]["format"]),
+                         found.artifact_file, found.artifact,
+                         tuple(found.deployment["input"]["shape"][1:]),
+                         found.deployment["input"].get("fixed_batch"), found.data,
+                         found.run_to_run)
+
+
 def _measured(device: HardwareProfile, cache: Path, address: str | None,
-              request: VerifyRequest, measure: MeasureSpec) -> VerifiedModel | str:
+              request: VerifyRequest | GenerationVerifyRequest,
+              measure: MeasureSpec) -> VerifiedModel | str:
     """One run: the bundle deployed and measured by a worker started for it (a fresh process),
     or why not, in one line."""
     from dse.deploy import VerifiedModel
@@ -261,7 +276,8 @@ def _runs(found: Bundle, results: list[VerifiedModel], tolerance: float) -> list
     for number, result in enumerate(results, start=1):
         provenance = result.measurement.provenance
         checks = latency_checks(recorded.get("metrics", {}), result.measurement.metrics,
-                                recorded.get("objectives", []), tolerance, run=number)
+                                recorded.get("objectives", []), tolerance, run=number,
+                                generative=found.generation is not None)
         runs.append(Run(number, checks, provenance.get("measurement_quality", ""),
                         is_disturbed(provenance.get("measurement_flags", "")),
                         provenance.get("pid", ""), provenance.get("device_id", "")))
@@ -279,6 +295,9 @@ def _judged(found: Bundle, device: HardwareProfile, results: list[VerifiedModel]
     carried = found.measurements.get("carried_data", {})
     scores = {name: (carried.get(name), measured.get(name))
               for name in ("accuracy", "top1_agreement") if name in carried}
+    if found.generation is not None:
+        # The tokens recorded at export are the deployed model's own: all of them match there.
+        scores = {"greedy_tokens_as_recorded": (1.0, first.decisions_agree)}
     runs = _runs(found, results, tolerance)
     comparison = Comparison([decided(runs, check.metric, needed) for check in runs[0].checks]
                             + score_checks(scores, accuracy_tolerance))

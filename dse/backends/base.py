@@ -207,6 +207,22 @@ class Backend(ABC):
 
         raise ProfilerMissing(f"backend {self.name!r} has no per-operator profiler in dse")
 
+    def generation_bundle(self, runner: GenerationRunner, model: LanguageModel,
+                          out: Path) -> dict[str, Any]:
+        """Write the language model as ``runner`` runs it into the folder ``out`` (an exported
+        bundle's ``model/``: what the backend's ``generation_standalone`` script loads) and
+        return the runtime's settings that script needs besides the knobs (``dse export``).
+        This default raises BuildError: the backend exports no language model."""
+        raise BuildError(f"backend {self.name!r} cannot export a language model in dse")
+
+    def bundled_generator(self, folder: Path, settings: Mapping[str, Any], precision: str,
+                          knobs: Mapping[str, Any], profile: HardwareProfile,
+                          batch_size: int) -> GenerationRunner:
+        """The language model of an exported bundle deployed on this device (``dse verify``):
+        ``folder`` holds the model as :meth:`generation_bundle` wrote it, ``settings`` what it
+        returned. This default raises BuildError: the backend exports no language model."""
+        raise BuildError(f"backend {self.name!r} cannot deploy a language model's bundle in dse")
+
     def profile_generation(self, request: GenerationProfileRequest) -> dict[str, OpProfile]:
         """Run ``request.requests`` requests of a language model under this backend's own
         per-operator profiler, writing its raw files into ``request.out_dir``; the time per

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -89,3 +90,15 @@ class GenerationRunner(ABC):
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def copy_model_folder(folder: Path, out: Path) -> None:
+    """Copy the files of the folder a runtime runs a language model from (an IR, a model
+    builder's output) into ``out``, keeping their relative paths: an exported bundle's model."""
+    import shutil
+
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            target = out / path.relative_to(folder)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)

@@ -141,6 +141,9 @@ def print_report(console: Console, found: VerifyReport) -> None:
     if found.max_abs_diff is not None:
         say(f"  outputs on the bundle's inputs: max |diff| {found.max_abs_diff:.3g} from those "
             f"recorded, same top output on {found.decisions_agree:.1%}")
+    elif found.decisions_agree is not None:  # a language model: its greedy tokens
+        say(f"  greedy tokens on the bundle's prompts: {found.decisions_agree:.1%} the ones "
+            f"recorded at export")
     if found.measurement_quality:
         say(f"  measurement quality: {found.measurement_quality}")
     for note in found.notes:

@@ -28,9 +28,13 @@ if TYPE_CHECKING:
     from dse.deploy.confirm import settled as settled
     from dse.deploy.confirm import summary as summary
     from dse.deploy.exported import CarriedData as CarriedData
+    from dse.deploy.exported import ExportedGenerator as ExportedGenerator
     from dse.deploy.exported import ExportedModel as ExportedModel
+    from dse.deploy.exported import GenerationVerifyRequest as GenerationVerifyRequest
     from dse.deploy.exported import VerifiedModel as VerifiedModel
     from dse.deploy.exported import VerifyRequest as VerifyRequest
+    from dse.deploy.generation_bundle import GENERATION_KIND as GENERATION_KIND
+    from dse.deploy.generation_bundle import write_generation_bundle as write_generation_bundle
     from dse.deploy.layout import DEPLOYMENT as DEPLOYMENT
     from dse.deploy.layout import DEVICE_PROFILE as DEVICE_PROFILE
     from dse.deploy.layout import MAX_SAMPLES as MAX_SAMPLES
@@ -48,7 +52,10 @@ _NAMES = {
     "DEFAULT_TOLERANCE": "dse.deploy.compare",
     "DEPLOYMENT": "dse.deploy.layout",
     "DEVICE_PROFILE": "dse.deploy.layout",
+    "ExportedGenerator": "dse.deploy.exported",
     "ExportedModel": "dse.deploy.exported",
+    "GENERATION_KIND": "dse.deploy.generation_bundle",
+    "GenerationVerifyRequest": "dse.deploy.exported",
     "MAX_SAMPLES": "dse.deploy.layout",
     "MetricCheck": "dse.deploy.compare",
     "REPORTS_DIR": "dse.deploy.manifest",
@@ -66,6 +73,7 @@ _NAMES = {
     "settled": "dse.deploy.confirm",
     "summary": "dse.deploy.confirm",
     "write_bundle": "dse.deploy.bundle_write",
+    "write_generation_bundle": "dse.deploy.generation_bundle",
 }
 __all__ = sorted(_NAMES)
 __getattr__, __dir__ = lazy_names(__name__, _NAMES)

@@ -26,12 +26,24 @@ class Bundle:
     deployment: dict[str, Any]
     measurements: dict[str, Any]
     artifact: bytes
-    data: CarriedData
+    data: CarriedData | None
     run_to_run: RunToRun | None = None
+    generation: GenerationData | None = None
+    """A language model's bundle (``deployment.yaml``'s ``kind: generation``): its model folder,
+    prompts and recorded tokens; None for a fixed-shape model's."""
 
     @property
     def artifact_file(self) -> str:
         return Path(str(self.deployment["artifact"]["file"])).name
+
+
+@dataclass(frozen=True)
+class GenerationData:
+    """What a language model's bundle carries besides its deployment and measurements."""
+
+    model_files: dict[str, bytes]
+    prompts: np.ndarray
+    tokens: np.ndarray
 
 
 def read_bundle(folder: Path) -> Bundle:
@@ -48,6 +60,8 @@ def read_bundle(folder: Path) -> Bundle:
     if deployment.get("format") != layout.FORMAT:
         raise DseError(f"{folder / layout.DEPLOYMENT}: format {deployment.get('format')!r}; this "
                        f"dse reads bundle format {layout.FORMAT}")
+    if deployment.get("kind") == "generation":
+        return _generation_bundle(folder, deployment)
     try:
         measurements = json.loads((folder / layout.MEASUREMENTS).read_text())
         artifact_file = folder / str(deployment["artifact"]["file"])
@@ -63,12 +77,38 @@ def read_bundle(folder: Path) -> Bundle:
         what = f"field {exc.args[0]!r} is missing" if isinstance(exc, KeyError) else \
             f"{type(exc).__name__}: {exc}"
         raise DseError(f"{folder}: not a readable bundle: {what}") from None
-    run_to_run = None
-    if (folder / layout.RUN_TO_RUN).is_file():
-        run_to_run, why = load(folder / layout.RUN_TO_RUN)
-        if run_to_run is None:
-            raise DseError(f"{folder}: {why}")
-    return Bundle(folder, deployment, measurements, artifact, data, run_to_run)
+    return Bundle(folder, deployment, measurements, artifact, data, _run_to_run(folder))
+
+
+def _generation_bundle(folder: Path, deployment: dict[str, Any]) -> Bundle:
+    """A language model's bundle: its model folder's files, prompts and recorded tokens."""
+    try:
+        measurements = json.loads((folder / layout.MEASUREMENTS).read_text())
+        workload = deployment["workload"]
+        model = folder / str(deployment["model"]["folder"])
+        files = {str(path.relative_to(model)): path.read_bytes()
+                 for path in sorted(model.rglob("*")) if path.is_file()}
+        if not files:
+            raise ValueError(f"{model.name}/ holds no file")
+        data = GenerationData(files, np.load(folder / str(workload["prompts_file"])),
+                              np.load(folder / str(workload["tokens_file"])))
+        for key in ("candidate", "deployment", "measurement", "device", "model"):
+            if not isinstance(deployment.get(key), dict):
+                raise KeyError(key)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        what = f"field {exc.args[0]!r} is missing" if isinstance(exc, KeyError) else \
+            f"{type(exc).__name__}: {exc}"
+        raise DseError(f"{folder}: not a readable bundle: {what}") from None
+    return Bundle(folder, deployment, measurements, b"", None, _run_to_run(folder), data)
+
+
+def _run_to_run(folder: Path) -> RunToRun | None:
+    if not (folder / layout.RUN_TO_RUN).is_file():
+        return None
+    run_to_run, why = load(folder / layout.RUN_TO_RUN)
+    if run_to_run is None:
+        raise DseError(f"{folder}: {why}")
+    return run_to_run
 
 
 def _yaml(folder: Path, name: str) -> dict[str, Any]:

@@ -23,6 +23,11 @@ Verdict = Literal["pass", "regressed", "improved", "unchecked", "inconclusive"]
 ALWAYS_CHECKED = ("latency_p50_ms",)
 LATENCY_PERCENTILES = ("latency_p50_ms", "latency_p90_ms", "latency_p95_ms", "latency_p99_ms",
                        "latency_p999_ms")
+# A language model's: the medians of its two phases always, the tails and the whole request's
+# where the campaign optimised or constrained them.
+GENERATION_ALWAYS_CHECKED = ("ttft_p50_ms", "tpot_p50_ms")
+GENERATION_PERCENTILES = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms",
+                          "e2e_p50_ms", "e2e_p99_ms")
 DEFAULT_TOLERANCE = 0.10
 DEFAULT_ACCURACY_TOLERANCE = 0.01
 
@@ -83,10 +88,13 @@ def interval(metrics: Mapping[str, float], name: str) -> tuple[float, float] | N
     return float(low), float(high)
 
 
-def checked_latencies(objectives: Sequence[str]) -> list[str]:
-    """The latency percentiles a verification decides on: the median and the campaign's."""
-    return [name for name in LATENCY_PERCENTILES
-            if name in ALWAYS_CHECKED or name in objectives]
+def checked_latencies(objectives: Sequence[str], generative: bool = False) -> list[str]:
+    """The latency percentiles a verification decides on: the median and the campaign's (a
+    language model's: the medians of TTFT and TPOT, and the campaign's percentiles of them and
+    of the whole request)."""
+    names, always = ((GENERATION_PERCENTILES, GENERATION_ALWAYS_CHECKED) if generative
+                     else (LATENCY_PERCENTILES, ALWAYS_CHECKED))
+    return [name for name in names if name in always or name in objectives]
 
 
 def compare_latency(name: str, recorded: Mapping[str, float], measured: Mapping[str, float],
@@ -139,10 +147,12 @@ def compare_accuracy(name: str, recorded: float | None, measured: float | None,
 
 
 def latency_checks(recorded: Mapping[str, float], measured: Mapping[str, float],
-                   objectives: Sequence[str], tolerance: float, run: int = 1) -> list[MetricCheck]:
-    """Each latency a verification decides on, measured by run number ``run``."""
+                   objectives: Sequence[str], tolerance: float, run: int = 1,
+                   generative: bool = False) -> list[MetricCheck]:
+    """Each latency a verification decides on (a ``generative`` model's phases), measured by
+    run number ``run``."""
     return [replace(compare_latency(name, recorded, measured, tolerance), run=run)
-            for name in checked_latencies(objectives)]
+            for name in checked_latencies(objectives, generative)]
 
 
 def score_checks(scores: Mapping[str, tuple[float | None, float | None]],

@@ -4,7 +4,7 @@ plain, picklable data. A farm device's disk is not the driver's, so files travel
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -98,12 +98,67 @@ class VerifiedModel:
     Attributes:
         measurement: the measurement, by the bundle's protocol (accuracy and fidelity on the
             carried inputs).
-        max_abs_diff: the largest difference between the outputs now and as exported.
-        decisions_agree: the share of inputs whose top output is the one recorded.
+        max_abs_diff: the largest difference between the outputs now and as exported (None for
+            a language model, whose outputs are tokens).
+        decisions_agree: the share of inputs whose top output is the one recorded (a language
+            model: the share of its greedy tokens on the bundle's prompts that are the ones
+            recorded).
         fingerprint: the verifying device's fingerprint.
     """
 
     measurement: Measurement
-    max_abs_diff: float
+    max_abs_diff: float | None
     decisions_agree: float
     fingerprint: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ExportedGenerator:
+    """A language-model trial's deployment as rebuilt on its device for ``dse export``.
+
+    Attributes:
+        model_files: the runtime's model folder, file by file (relative path -> bytes): a
+            stateful IR (OpenVINO), a model builder's folder (ONNX Runtime GenAI), a Hugging Face
+            folder of the loaded weights (torch).
+        model_format: what that folder is, in words.
+        settings: the runtime's settings ``run.py`` needs besides the knobs (the backend's
+            ``generation_bundle``).
+        prompts: the workload's prompt token ids, (batch, prompt tokens) int64.
+        tokens: the deployed model's greedy tokens on them as exported, (batch, output tokens).
+        output_tokens: the workload's output tokens per request.
+        threads: the thread count the runner ran with.
+        runtime: the runner's ``describe()``.
+        fingerprint: the device's fingerprint.
+        versions: installed versions of the backend's libraries and ``run.py``'s requirements.
+        run_to_run: the device's calibrated run-to-run variation, or None.
+    """
+
+    model_files: dict[str, bytes]
+    model_format: str
+    settings: dict[str, Any]
+    prompts: np.ndarray
+    tokens: np.ndarray
+    output_tokens: int
+    threads: int
+    runtime: dict[str, str]
+    fingerprint: dict[str, str]
+    versions: dict[str, str] = field(default_factory=dict)
+    run_to_run: RunToRun | None = None
+
+
+@dataclass(frozen=True)
+class GenerationVerifyRequest:
+    """A language model's bundle to deploy and measure on a device (``dse verify``).
+
+    ``candidate`` is the trial's configuration (its workload with it), its ``device_profile``
+    the verifying device's; ``model_files`` the bundle's model folder file by file,
+    ``settings`` the runtime's settings recorded at export, ``prompts`` and ``tokens`` the
+    workload's prompts and the greedy tokens recorded on them; ``run_to_run`` the exporting
+    device's calibration."""
+
+    candidate: Candidate
+    model_files: dict[str, bytes]
+    settings: dict[str, Any]
+    prompts: np.ndarray
+    tokens: np.ndarray
+    run_to_run: RunToRun | None = None

@@ -13,6 +13,7 @@ from dse.core import DseError
 from dse.plugins import declaration
 
 _MAIN = "dse.backends._run_script_main"
+_GENERATION_MAIN = "dse.backends._generation_run_main"
 
 
 def _part(module: str) -> str:
@@ -43,3 +44,26 @@ def render_run_script(backend: str, settings: dict[str, Any]) -> str:
             + _part(standalone.script).rstrip() + "\n\n\n"
             + _part(_MAIN).rstrip() + "\n\n\n"
             + 'if __name__ == "__main__":\n    main(load, SETTINGS)\n')
+
+
+def render_generation_run_script(backend: str, settings: dict[str, Any]) -> str:
+    """The text of a language model's ``run.py`` on ``backend`` with ``settings`` (the keys the
+    shared command line and the backend's ``load_generator`` read: ``backend``, ``precision``,
+    ``batch_size``, ``knobs``, ``threads``, ``model_dir``, ``prompts_file``, ``tokens_file``,
+    ``output_tokens``, and the runtime's own). DseError when the backend has no standalone
+    generation runner."""
+    standalone = declaration(backend).generation_standalone
+    if standalone is None:
+        raise DseError(f"backend {backend!r} has no standalone run.py for a language model in "
+                       f"dse")
+    header = (f'"""Run this bundle\'s language model ({backend} {settings["precision"]}, batch '
+              f'{settings["batch_size"]}) with only its runtime installed:\n\n'
+              f'    pip install -r requirements.txt\n    python run.py --help\n\n'
+              f'Written by ``dse export``; the settings below are the ones it was measured '
+              f'with."""\n\n')
+    literal = pprint.pformat(settings, width=100, sort_dicts=True)
+    return (header + "# ruff: noqa\n# mypy: ignore-errors\n"
+            + f"SETTINGS = {literal}\n\n\n"
+            + _part(standalone.script).rstrip() + "\n\n\n"
+            + _part(_GENERATION_MAIN).rstrip() + "\n\n\n"
+            + 'if __name__ == "__main__":\n    main(load_generator, SETTINGS)\n')

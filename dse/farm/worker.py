@@ -40,7 +40,13 @@ from dse.trial import (
 
 if TYPE_CHECKING:
     # Only for the annotation: prepare pulls in torch-side modules the actor loads lazily.
-    from dse.deploy import ExportedModel, VerifiedModel, VerifyRequest
+    from dse.deploy import (
+        ExportedGenerator,
+        ExportedModel,
+        GenerationVerifyRequest,
+        VerifiedModel,
+        VerifyRequest,
+    )
     from dse.profiling import DeviceProfile, ProfileSettings
     from dse.trial import DuelReport, DuelRequest, PreparedCandidate
 
@@ -294,6 +300,22 @@ class DeviceWorker:
         finally:
             prepared.runner.close()
 
+    def _export_generator(self, candidate: Candidate) -> ExportedGenerator | str:
+        """A language model deployed again as it was measured (from the caches) and handed back
+        as a bundle's parts (:func:`dse.trial.generation_bundle_jobs.export_generator`); the
+        reason, in one line, when it cannot be."""
+        from dse.trial import export_generator, prepare_generator
+
+        try:
+            with self.node_lock.shared():
+                prepared = prepare_generator(candidate, self.profile, self.cache_dir / "artifacts")
+                try:
+                    return export_generator(candidate, prepared, self.run_to_run)
+                finally:
+                    prepared.runner.close()
+        except BuildError as exc:
+            return f"the candidate could not be exported: {exc}"
+
     def duel(self, request: DuelRequest) -> DuelReport | str:
         """Rebuild two measured candidates (from the caches, both alive in this process) and time
         them against each other in alternating blocks, nothing else of dse on the node
@@ -328,12 +350,16 @@ class DeviceWorker:
         except BuildError as exc:
             return f"the candidate could not be built: {exc}"
 
-    def export_candidate(self, candidate: Candidate, training: TrainingSpec) -> ExportedModel | str:
+    def export_candidate(self, candidate: Candidate,
+                         training: TrainingSpec) -> ExportedModel | ExportedGenerator | str:
         """Rebuild ``candidate`` (from the caches, as it was measured) and hand back what an
-        exported bundle holds (:func:`dse.trial.bundle_jobs.export_prepared`); the reason, in one
-        line, when it cannot be built."""
+        exported bundle holds (:func:`dse.trial.bundle_jobs.export_prepared`; a language model's,
+        :func:`dse.trial.generation_bundle_jobs.export_generator`); the reason, in one line, when
+        it cannot be built."""
         from dse.trial import export_prepared
 
+        if is_llm_source(candidate.family):
+            return self._export_generator(candidate)
         prepared = self._rebuilt(candidate, training)
         if isinstance(prepared, str):
             return prepared
@@ -344,16 +370,20 @@ class DeviceWorker:
         finally:
             prepared.runner.close()
 
-    def verify_bundle(self, request: VerifyRequest, measure: MeasureSpec) -> VerifiedModel | str:
+    def verify_bundle(self, request: VerifyRequest | GenerationVerifyRequest,
+                      measure: MeasureSpec) -> VerifiedModel | str:
         """Deploy a bundle's model on this device and measure it by ``measure``, as a trial is
         (probes, run-to-run calibration, node lock); the reason, in one line, when it cannot be
-        deployed or run."""
+        deployed or run. A language model's bundle: its requests timed, its greedy tokens
+        compared with those recorded."""
         import shutil
 
         from dse.artifacts import device_fingerprint
-        from dse.deploy import VerifiedModel
+        from dse.deploy import GenerationVerifyRequest, VerifiedModel
         from dse.trial import compare_outputs, verify_prepared_model
 
+        if isinstance(request, GenerationVerifyRequest):
+            return self._verify_generator(request, measure)
         try:
             with self.node_lock.shared():
                 prepared, folder = verify_prepared_model(request, self.profile,
@@ -372,6 +402,34 @@ class DeviceWorker:
                     request.candidate, prepared, measure, _trial_provenance(self.host),
                     probes=self.probes, run_to_run=floor, run_to_run_note=note)
             return VerifiedModel(measurement, diff, agree, device_fingerprint())
+        except (BuildError, MeasurementError, RuntimeError, MemoryError) as exc:
+            return f"the bundle's model failed while measured: {type(exc).__name__}: {exc}"
+        finally:
+            prepared.runner.close()
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _verify_generator(self, request: GenerationVerifyRequest,
+                          measure: MeasureSpec) -> VerifiedModel | str:
+        """A language model's bundle deployed, its tokens compared, its requests timed by the
+        workload's protocol (as a trial's are, with the device's probes)."""
+        import shutil
+
+        from dse.artifacts import device_fingerprint
+        from dse.deploy import VerifiedModel
+        from dse.trial import measure_generator, token_agreement, verify_prepared_generator
+
+        try:
+            with self.node_lock.shared():
+                prepared, folder = verify_prepared_generator(request, self.profile,
+                                                             self.cache_dir / "verify")
+        except BuildError as exc:
+            return f"the bundle's model could not be deployed: {exc}"
+        try:
+            agree = token_agreement(request, prepared)
+            with self.node_lock.exclusive():
+                measurement = measure_generator(request.candidate, prepared, measure,
+                                                _trial_provenance(self.host), probes=self.probes)
+            return VerifiedModel(measurement, None, agree, device_fingerprint())
         except (BuildError, MeasurementError, RuntimeError, MemoryError) as exc:
             return f"the bundle's model failed while measured: {type(exc).__name__}: {exc}"
         finally:

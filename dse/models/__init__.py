@@ -17,6 +17,7 @@ from dse.models.llm import (
     load_language_model,
     weights_key,
 )
+from dse.models.llm_folder import save_hf_folder
 from dse.models.onnx_file import onnx_input
 from dse.models.op_costs import FUSED_BASE_OPS, TypedShape, cost_from_shapes
 from dse.models.output_check import CHECK_SECONDS, space_output_problems
@@ -61,6 +62,7 @@ __all__ = [
     "node_costs",
     "onnx_input",
     "register_family",
+    "save_hf_folder",
     "source_dataset",
     "space_output_problems",
     "weights_key",

@@ -153,6 +153,9 @@ class BackendDeclaration:
             refuses the others in a language model's space.
         language_only_knobs: the knobs only a language model takes (a language model's weight
             or KV-cache format); ``dse validate`` refuses them in a fixed-shape model's space.
+        generation_standalone: how an exported language model's ``run.py`` runs it without dse
+            (its ``script``'s ``load_generator(settings, folder)`` returns a function of
+            ``(prompt_ids, output_tokens)`` yielding each step's tokens), or None when it cannot.
     """
 
     name: str
@@ -172,6 +175,7 @@ class BackendDeclaration:
     generation: Callable[[str, str], Capability] | None = None
     generation_knobs: frozenset[str] | None = None
     language_only_knobs: frozenset[str] = frozenset()
+    generation_standalone: Standalone | None = None
 
     def __post_init__(self) -> None:
         if self.thread_knob not in self.knobs:

@@ -18,6 +18,11 @@ if TYPE_CHECKING:
     from dse.trial.duel_window import DuelReport as DuelReport
     from dse.trial.duel_window import DuelRequest as DuelRequest
     from dse.trial.duel_window import duel_prepared as duel_prepared
+    from dse.trial.generation_bundle_jobs import export_generator as export_generator
+    from dse.trial.generation_bundle_jobs import token_agreement as token_agreement
+    from dse.trial.generation_bundle_jobs import (
+        verify_prepared_generator as verify_prepared_generator,
+    )
     from dse.trial.generation_timing import measure_generator as measure_generator
     from dse.trial.isolation import NodeLock as NodeLock
     from dse.trial.isolation import Span as Span
@@ -50,6 +55,9 @@ _NAMES = {
     "current_node_id": "dse.trial.isolation",
     "device_key": "dse.trial.calibrate",
     "duel_prepared": "dse.trial.duel_window",
+    "export_generator": "dse.trial.generation_bundle_jobs",
+    "token_agreement": "dse.trial.generation_bundle_jobs",
+    "verify_prepared_generator": "dse.trial.generation_bundle_jobs",
     "export_prepared": "dse.trial.bundle_jobs",
     "measure_generator": "dse.trial.generation_timing",
     "measure_prepared": "dse.trial.timing",

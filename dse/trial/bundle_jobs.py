@@ -55,9 +55,9 @@ def export_prepared(candidate: Candidate, prepared: PreparedCandidate, profile: 
         artifact_format=artifact.format, artifact_file=name, artifact=payload,
         cache_file=cache_file, extras=extras,
         threads=thread_knob(candidate.knobs, backend.thread_knob, default_threads(profile)),
-        runtime=_plain(prepared.runner.describe()), input_shape=tuple(artifact.input_shape),
-        fixed_batch=model.fixed_batch, data=data, fingerprint=_plain(device_fingerprint()),
-        versions=_versions(wanted),
+        runtime=plain_strings(prepared.runner.describe()), input_shape=tuple(artifact.input_shape),
+        fixed_batch=model.fixed_batch, data=data, fingerprint=plain_strings(device_fingerprint()),
+        versions=versions_of(wanted),
         output_dtype=str(np.asarray(prepared.runner.run(prepared.example)).dtype),
         run_to_run=run_to_run)
 
@@ -130,13 +130,14 @@ def _state_dict_bytes(artifact: Artifact) -> bytes:
     return buffer.getvalue()
 
 
-def _plain(values: dict[str, str]) -> dict[str, str]:
+def plain_strings(values: dict[str, str]) -> dict[str, str]:
     """Plain ``str`` keys and values: a runtime may report versions as ``str`` subclasses (torch's
     ``TorchVersion``), which a YAML writer refuses."""
     return {str(key): str(value) for key, value in values.items()}
 
 
-def _versions(names: tuple[str, ...]) -> dict[str, str]:
+def versions_of(names: tuple[str, ...]) -> dict[str, str]:
+    """The installed version of each distribution of ``names`` that is installed."""
     found: dict[str, str] = {}
     for name in names:
         try:

@@ -7,8 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
+from rich.console import Console
 
-from dse import load_experiment, profile, run_campaign
+from dse import export, load_experiment, profile, run_campaign, verify
+from dse.cli.bundle_commands import print_report
 from dse.core import Candidate
 from dse.core.metrics import metric
 from dse.profiling import ProfileSettings
@@ -102,6 +105,23 @@ def test_a_random_weights_architecture_search(tmp_path: Path) -> None:
     assert found.summary.trial_p50_ms == done[metric("tpot_p50_ms").column].iloc[0]
     assert found.page.name.endswith(f"-trial-{number:05d}-decode.html") and found.page.is_file()
     assert profile_pages(found.page.parent, "llm-arch")[("local-cpu", number)] == found.page.name
+    # dse export of the trial, then dse verify of the bundle on this device: the same greedy
+    # tokens, its phases timed again (a loose tolerance: this test checks the path, not the
+    # machine's speed; tests/llm/test_llm_export.py runs each runtime's run.py).
+    bundle = export(experiment, number, tmp_path / "bundle").folder
+    assert yaml.safe_load((bundle / "deployment.yaml").read_text())["kind"] == "generation"
+    report = verify(bundle, tolerance=100.0, confirm_runs=0)
+    checks = {check.metric: check for check in report.checks}
+    assert set(checks) == {"ttft_p50_ms", "tpot_p50_ms", "greedy_tokens_as_recorded"}
+    assert report.decisions_agree == 1.0 and checks["greedy_tokens_as_recorded"].verdict == "pass"
+    # Other work on a busy machine can disturb the window: a pass is then not certified.
+    assert report.verdict == "pass" or (report.verdict == "inconclusive"
+                                        and "disturbed the measurement" in report.reason), report
+    assert checks["tpot_p50_ms"].measured is not None and checks["tpot_p50_ms"].measured > 0
+    console = Console(record=True, width=200)
+    print_report(console, report)
+    assert "greedy tokens on the bundle's prompts: 100.0% the ones recorded at export" in \
+        console.export_text()
     # Resumed with its budget met: nothing is measured again.
     again = run_campaign(load_experiment(experiment), report=False).trials
     assert len(again) == len(trials)

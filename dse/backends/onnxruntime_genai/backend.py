@@ -12,7 +12,7 @@ from dse.backends.backend_registry import register_backend
 from dse.backends.base import Backend, Runner, default_threads, thread_knob
 from dse.backends.weight_formats import weight_knobs
 from dse.core import BuildError
-from dse.plugins import BackendDeclaration, Capability
+from dse.plugins import BackendDeclaration, Capability, Standalone
 
 if TYPE_CHECKING:
     from dse.artifacts import Artifact
@@ -55,7 +55,9 @@ class OrtGenAIBackend(Backend):
         thread_knob="num_threads", libraries=("onnxruntime-genai", "onnxruntime"),
         extra="llm", summary="ONNX Runtime GenAI: generative language models (model builder, "
                              "generator loop)",
-        generation=generation_capability)
+        generation=generation_capability,
+        generation_standalone=Standalone("dse.backends.onnxruntime_genai.run_script",
+                                         ("onnxruntime-genai", "numpy")))
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)
@@ -66,6 +68,45 @@ class OrtGenAIBackend(Backend):
                 batch_size: int) -> Runner:
         self.check_knob_values(knobs)
         raise BuildError(fixed_shape_capability(artifact.precision, profile.kind).reason)
+
+    def generation_bundle(self, runner: GenerationRunner, model: LanguageModel,
+                          out: Path) -> dict[str, Any]:
+        """The model builder's folder the runner loaded (graph, weights as built, config,
+        tokenizer)."""
+        from dse.backends.generation_runner import copy_model_folder
+        from dse.backends.onnxruntime_genai.runner import GenAIRunner
+
+        if not isinstance(runner, GenAIRunner):
+            raise BuildError(f"{NAME} exports the runners it compiled, got a "
+                             f"{type(runner).__name__}")
+        copy_model_folder(runner.folder, out)
+        return {}
+
+    def bundled_generator(self, folder: Path, settings: Mapping[str, Any], precision: str,
+                          knobs: Mapping[str, Any], profile: HardwareProfile,
+                          batch_size: int) -> GenerationRunner:
+        """The bundle's model-builder folder, loaded with the knobs' threads."""
+        self.check_knob_values(knobs)
+        entry = generation_capability(precision, profile.kind)
+        if not entry.supported:
+            raise BuildError(entry.reason)
+        try:
+            import onnxruntime_genai as og
+        except ImportError as exc:
+            raise BuildError(f"{NAME} needs onnxruntime-genai: pip install 'dse[llm]' "
+                             f"({exc})") from exc
+        from dse.backends.onnxruntime_genai.runner import GenAIRunner
+
+        weights, _ = weight_knobs(knobs)
+        threads = thread_knob(knobs, self.thread_knob, default_threads(profile))
+        described = {"backend": NAME, "backend_version": og.__version__, "device": "cpu",
+                     "precision": precision, "threads": str(threads), "weights": weights,
+                     "model_folder": str(folder), "mode": "model-builder folder from a bundle"}
+        try:
+            return GenAIRunner(folder, batch_size, threads, described)
+        except (RuntimeError, OSError, ValueError) as exc:
+            raise BuildError(f"ONNX Runtime GenAI cannot load the bundle's model: "
+                             f"{' '.join(str(exc).split())}") from exc
 
     def compile_generator(self, model: LanguageModel, precision: str, knobs: Mapping[str, Any],
                           profile: HardwareProfile, batch_size: int, *,

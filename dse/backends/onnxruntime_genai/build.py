@@ -16,9 +16,10 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dse.core import BuildError, stable_hash
+from dse.models import save_hf_folder
 
 if TYPE_CHECKING:
     from dse.models import LanguageModel
@@ -46,7 +47,7 @@ def genai_folder(model: LanguageModel, weights: str, group: int, cache_dir: Path
     folder.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="dse-genai-", dir=folder.parent) as work:
         source, built = Path(work) / "hf", Path(work) / "built"
-        _write_hf_folder(model, source)
+        save_hf_folder(model, source)
         command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(source),
                    "-o", str(built), "-p", BUILDER_PRECISION[weights], "-e", "cpu",
                    "-c", str(Path(work) / "cache")]
@@ -70,36 +71,3 @@ def genai_folder(model: LanguageModel, weights: str, group: int, cache_dir: Path
         else:
             os.replace(built, folder)
     return folder
-
-
-def _write_hf_folder(model: LanguageModel, folder: Path) -> None:
-    """The loaded weights as a Hugging Face folder. transformers will not save a model it
-    dequantized from GGUF, so a model built from the same config takes its weights first; the
-    config forgets the GGUF file's quantization (the weights handed over are the dequantized
-    ones, and the builder would read them as GGUF-quantized)."""
-    import copy
-
-    from transformers import AutoModelForCausalLM
-
-    config = copy.deepcopy(model.module.config)
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    fresh: Any = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]
-    fresh.load_state_dict(model.module.state_dict())
-    fresh.save_pretrained(folder)
-    if model.tokenizer is not None:
-        model.tokenizer.save_pretrained(folder)
-    else:
-        _word_tokenizer(int(config.vocab_size)).save_pretrained(folder)
-
-
-def _word_tokenizer(vocab_size: int) -> Any:
-    """A word-level tokenizer over ``vocab_size`` ids (``<i>`` is id i), for a config model."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    words = Tokenizer(models.WordLevel({f"<{i}>": i for i in range(vocab_size)},
-                                       unk_token="<0>"))
-    words.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
-        tokenizer_object=words, unk_token="<0>")

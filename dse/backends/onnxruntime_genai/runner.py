@@ -23,6 +23,7 @@ class GenAIRunner(GenerationRunner):
         import onnxruntime_genai as og
 
         self.og = og
+        self.folder = folder  # what an exported bundle copies (dse export)
         config = og.Config(str(folder))
         # The session's threads, over the builder's genai_config.json (left unchanged on disk).
         config.overlay(json.dumps({"model": {"decoder": {"session_options": {

@@ -168,7 +168,9 @@ class OpenVinoBackend(Backend):
         summary="OpenVINO (CPU plugin; Intel GPU/NPU via a knob), precision hints checked",
         profiler=PROFILER, standalone=Standalone("dse.backends.openvino.run_script", ("openvino", "numpy")),
         generation=generation_capability, generation_knobs=GENERATION_KNOBS,
-        language_only_knobs=GENERATION_ONLY_KNOBS)
+        language_only_knobs=GENERATION_ONLY_KNOBS,
+        generation_standalone=Standalone("dse.backends.openvino.generation_run_script",
+                                         ("openvino", "numpy")))
 
     def check_knob_values(self, knobs: Mapping[str, Any]) -> None:
         self.check_knobs(knobs)
@@ -224,10 +226,37 @@ class OpenVinoBackend(Backend):
         return compile_openvino_generator(_core(), model, precision, knobs, profile, batch_size,
                                           cache_dir)
 
+    def bundled_generator(self, folder: Path, settings: Mapping[str, Any], precision: str,
+                          knobs: Mapping[str, Any], profile: HardwareProfile,
+                          batch_size: int) -> GenerationRunner:
+        """The bundle's stateful IR compiled with the OpenVINO properties it was measured with."""
+        from dse.backends.openvino.generation import bundled_openvino_generator
+
+        try:
+            _openvino()
+        except ImportError as exc:
+            raise BuildError(f"openvino cannot be imported ({exc}); install dse[openvino]") from exc
+        return bundled_openvino_generator(_core(), folder, dict(settings["properties"]),
+                                          precision, knobs, profile, batch_size)
+
     def bundle_extras(self, runner: Runner, artifact: Artifact) -> BundleExtras:
         from dse.backends.openvino.bundle import openvino_bundle_extras
 
         return openvino_bundle_extras(runner)
+
+    def generation_bundle(self, runner: GenerationRunner, model: LanguageModel,
+                          out: Path) -> dict[str, Any]:
+        """The stateful IR the runner compiled (its weights as the ``weights`` knob made them),
+        with the OpenVINO properties it was compiled with."""
+        from dse.backends.generation_runner import copy_model_folder
+        from dse.backends.openvino.llm_runner import OpenVinoGenerationRunner
+
+        if not isinstance(runner, OpenVinoGenerationRunner):
+            raise BuildError(f"openvino exports the runners it compiled, got a "
+                             f"{type(runner).__name__}")
+        copy_model_folder(runner.folder, out)
+        return {"properties": {str(k): v if isinstance(v, int | float) else str(v)
+                               for k, v in runner.properties.items()}}
 
     def profile_ops(self, request: ProfileRequest) -> OpProfile:
         """The runner's model compiled once more with the same properties and ``PERF_COUNT`` on

@@ -100,3 +100,34 @@ def compile_openvino_generator(core: Any, model: LanguageModel, precision: str,
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         raise BuildError(f"openvino cannot compile the language model with {config}: "
                          f"{lines[-1][:300] if lines else type(exc).__name__}") from exc
+
+
+def bundled_openvino_generator(core: Any, folder: Path, properties: dict[str, Any],
+                               precision: str, knobs: Mapping[str, Any],
+                               profile: HardwareProfile, batch_size: int) -> GenerationRunner:
+    """An exported bundle's stateful IR (``folder``) compiled with the ``properties`` it was
+    measured with (``dse verify``); BuildError when the device or OpenVINO refuses it."""
+    import openvino as ov
+
+    from dse.backends.openvino.llm_runner import OpenVinoGenerationRunner
+
+    entry = generation_capability(precision, profile.kind)
+    if not entry.supported:
+        raise BuildError(entry.reason)
+    weights, group = weight_knobs(knobs)
+    described = {"backend": "openvino", "backend_version": str(ov.__version__), "device": "cpu",
+                 "precision": precision,
+                 "threads": str(properties.get("INFERENCE_NUM_THREADS", "")),
+                 "weights": weights, "kv_cache": f"{kv_cache_knob(knobs)} (OpenVINO state, "
+                                                 f"KV_CACHE_PRECISION)",
+                 "model_folder": str(folder), "mode": "stateful IR from a bundle, dse's greedy "
+                                                      "loop"}
+    if weights == "int4":
+        described["weight_group_size"] = str(group)
+    try:
+        return OpenVinoGenerationRunner(core, folder, properties, batch_size, described)
+    except Exception as exc:  # OpenVINO raises RuntimeError and its own types
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        raise BuildError(f"openvino cannot compile the bundle's language model with "
+                         f"{properties}: {lines[-1][:300] if lines else type(exc).__name__}"
+                         ) from exc

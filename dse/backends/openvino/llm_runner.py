@@ -37,6 +37,8 @@ class OpenVinoGenerationRunner(GenerationRunner):
         import time
 
         model = core.read_model(str(folder / "openvino_model.xml"))
+        # What an exported bundle copies and compiles again (dse export).
+        self.folder, self.properties = folder, dict(config)
         start = time.perf_counter()
         self.compiled: Any = core.compile_model(model, "CPU", config)
         self.compile_seconds = time.perf_counter() - start

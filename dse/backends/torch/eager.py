@@ -31,7 +31,7 @@ from dse.backends.torch.profiler import profile_torch_runner
 from dse.backends.torch.sdpa_knob import attention_kernel, check_module_honours
 from dse.backends.weight_formats import weight_knobs
 from dse.core import BuildError
-from dse.plugins import BackendDeclaration
+from dse.plugins import BackendDeclaration, Standalone
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -72,7 +72,10 @@ class TorchEagerBackend(Backend):
         summary="eager PyTorch",
         profiler=TORCH_PROFILER, standalone=TORCH_STANDALONE,
         generation=torch_generation_capability, generation_knobs=GENERATION_KNOBS,
-        language_only_knobs=GENERATION_ONLY_KNOBS)
+        language_only_knobs=GENERATION_ONLY_KNOBS,
+        generation_standalone=Standalone("dse.backends.torch.generation_run_script",
+                                         ("torch", "transformers", "safetensors", "torchao",
+                                          "numpy")))
 
     def compile_generator(self, model: LanguageModel, precision: str, knobs: Mapping[str, Any],
                           profile: HardwareProfile, batch_size: int, *,
@@ -82,6 +85,37 @@ class TorchEagerBackend(Backend):
 
     def profile_ops(self, request: ProfileRequest) -> OpProfile:
         return profile_torch_runner(request)
+
+    def generation_bundle(self, runner: GenerationRunner, model: LanguageModel,
+                          out: Path) -> dict[str, Any]:
+        """The loaded weights as a Hugging Face folder (fp32 as loaded: ``run.py`` casts them to
+        the compute precision and quantizes them as the knobs say, as the trial's runner did)."""
+        from dse.models import save_hf_folder
+
+        save_hf_folder(model, out)
+        described = runner.describe()
+        return {"dtype": described.get("dtype", "float32"),
+                "device": described.get("device", "cpu"),
+                "weight_group_size": int(described.get("weight_group_size", 0) or 0)}
+
+    def bundled_generator(self, folder: Path, settings: Mapping[str, Any], precision: str,
+                          knobs: Mapping[str, Any], profile: HardwareProfile,
+                          batch_size: int) -> GenerationRunner:
+        """The bundle's Hugging Face folder loaded at fp32, then deployed as a trial's model is
+        (cast to the precision, weights quantized as the knobs say)."""
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        from dse.models import LanguageModel
+
+        try:
+            module: Any = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+        except (OSError, ValueError) as exc:
+            raise BuildError(f"transformers cannot load the bundle's model folder: "
+                             f"{' '.join(str(exc).split())[:300]}") from exc
+        module.eval()
+        model = LanguageModel(module, None, f"bundle:{folder}", 0.0, str(folder))
+        return compile_torch_generator(self, model, precision, knobs, profile, batch_size)
 
     def profile_generation(self, request: GenerationProfileRequest) -> dict[str, OpProfile]:
         from dse.backends.torch.generation_profiler import profile_torch_generation

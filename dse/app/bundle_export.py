@@ -65,7 +65,9 @@ def export(experiment: Experiment | str | os.PathLike[str], trial: int,
     quality flags, provenance, the latency distribution in percentiles), up to 512 inputs of the
     held-out split with the outputs on them (``data/``), ``device_profile.yaml``, a standalone
     ``run.py`` with ``requirements.txt`` (the runtime only, no dse), a README and
-    ``MANIFEST.sha256``.
+    ``MANIFEST.sha256``. A language model's bundle (``kind: generation``) holds its runtime's
+    model folder, the workload's prompts and the greedy tokens recorded on them, and a ``run.py``
+    that decodes and times requests (docs/deploying.md, "A language model's bundle").
 
     Args:
         experiment: A loaded experiment, or the path of its YAML file.

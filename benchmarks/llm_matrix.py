@@ -9,13 +9,14 @@ against a plain timed loop of the same model in the same process.
    through ``dse.run_campaign`` into a temporary run folder. A cell counts when its trial is ok
    and holds ``tpot_p50_ms``, ``ttft_p50_ms`` and ``perplexity_ratio``; the cells allowed are the
    distinct candidates the space offers the device (capability table, profile, space).
-2. Fidelity: for FIDELITY_CELLS (backend, precision, weights, batch) of the same model, ROUNDS
-   rounds, interleaved (which goes first alternates by round): dse's protocol
-   (``dse.measure.measure_generation`` over the runner's bound stream: one warm-up request, then
-   REQUESTS timed) and REQUESTS requests of a plain loop written
-   here over what the runner deployed — torch: the module's forward over its own KV cache;
-   OpenVINO: a fresh infer request on the compiled stateful IR — each step's token on the host,
-   the host clock read at each step. Medians of TTFT and TPOT of each; the ratios' medians over rounds.
+2. Fidelity: for FIDELITY_CELLS (backend, precision, weights, batch) of the same model, ROUNDS x
+   REQUESTS pairs of single requests, side by side (which goes first alternates by pair): one
+   timed by dse's protocol (``dse.measure.measure_generation`` over the runner's bound stream)
+   and one of a plain loop written here over what the runner deployed — torch: the module's
+   forward over its own KV cache; OpenVINO: a fresh infer request on the compiled stateful IR,
+   each with the head at the last position only — each step's token on the host, the host clock
+   read at each step. Each pair's ratios (TTFT; the median gap, TPOT); a cell's ratio is their
+   median over the pairs, which cancels the drift of a shared machine's speed between them.
 
 Prints the cells and the rounds, and
 
@@ -161,7 +162,8 @@ def _plain_request(module: Any, ids: Any, out: int) -> tuple[float, list[float]]
     stamps = []
     start = time.perf_counter_ns()
     with torch.inference_mode():
-        step = module(input_ids=ids, use_cache=True)
+        # The head at the last prompt position only, as generate() computes it.
+        step = module(input_ids=ids, use_cache=True, logits_to_keep=1)
         token = step.logits[:, -1, :].argmax(-1, keepdim=True).cpu()
         stamps.append(time.perf_counter_ns())
         cache = step.past_key_values
@@ -186,14 +188,16 @@ def _plain_openvino_request(request: Any, ids: Any, mask: Any,
     start = time.perf_counter_ns()
     request.reset_state()
     request.infer({"input_ids": ids, "attention_mask": mask[:, :length],
-                   "position_ids": np.tile(np.arange(length, dtype=np.int64), (rows, 1))})
+                   "position_ids": np.tile(np.arange(length, dtype=np.int64), (rows, 1)),
+                   "logits_to_keep": np.array([length - 1], dtype=np.int64)})
     token = request.get_tensor("logits").data[:, -1].argmax(-1)
     stamps.append(time.perf_counter_ns())
     for step in range(out - 1):
         seen = length + step + 1
         request.infer({"input_ids": token[:, None].astype(np.int64),
                        "attention_mask": mask[:, :seen],
-                       "position_ids": np.full((rows, 1), seen - 1, dtype=np.int64)})
+                       "position_ids": np.full((rows, 1), seen - 1, dtype=np.int64),
+                       "logits_to_keep": np.zeros(1, dtype=np.int64)})
         token = request.get_tensor("logits").data[:, -1].argmax(-1)
         stamps.append(time.perf_counter_ns())
     gaps = [(b - a) / 1e6 for a, b in itertools.pairwise(stamps)]
@@ -214,24 +218,21 @@ def _plain(backend: str, runner: Any, prompts: Any) -> Any:
     return lambda out: _plain_request(module, ids, out)
 
 
-def _dse_round(stream: Any, batch: int, workload: Any) -> dict[str, float]:
-    """dse's protocol over the runner's bound stream: one warm-up request, REQUESTS timed."""
+def _dse_request(stream: Any, batch: int, workload: Any) -> tuple[float, list[float]]:
+    """One request timed by dse's protocol over the runner's bound stream: (TTFT, the gaps
+    between later steps), ms."""
     from dse.measure import measure_generation
 
-    return measure_generation(stream, batch=batch, prompt_tokens=workload.prompt_tokens,
-                              output_tokens=workload.output_tokens, warmup_requests=1,
-                              min_requests=REQUESTS).metrics()
-
-
-def _plain_round(plain_request: Any, out: int) -> list[tuple[float, list[float]]]:
-    """The plain loop: one warm-up request, REQUESTS timed."""
-    plain_request(out)
-    return [plain_request(out) for _ in range(REQUESTS)]
+    stats = measure_generation(stream, batch=batch, prompt_tokens=workload.prompt_tokens,
+                               output_tokens=workload.output_tokens, warmup_requests=0,
+                               min_requests=1, max_requests=1)
+    return stats.ttft_ms[0], list(stats.tpot_ms)
 
 
 def fidelity(experiment: Any, fidelity_cells: tuple[tuple[str, str, str, int], ...],
              rounds: int, cache_dir: Path) -> float:
-    """The largest |dse / plain - 1| over the cells, TTFT and TPOT, each a median over rounds."""
+    """The largest |dse / plain - 1| over the cells, TTFT and TPOT, each a median over
+    ``rounds`` x REQUESTS paired requests."""
     from dse.accuracy import prompt_ids
     from dse.backends import get_backend
     from dse.search.space import suggest_candidate
@@ -253,26 +254,31 @@ def fidelity(experiment: Any, fidelity_cells: tuple[tuple[str, str, str, int], .
         stream = runner.bound_stream(prompts, workload.output_tokens)
         plain_request = _plain(backend, runner, prompts)
         cell = f"{backend} {precision} weights={weights} b{batch}"
+        out = workload.output_tokens
+        _dse_request(stream, batch, workload)  # a warm-up request of each side
+        plain_request(out)
         ratios = []
-        for number in range(rounds):
-            # Which goes first alternates by round: a machine whose speed drifts within a round
-            # (a shared one does) favours neither side.
+        # Pairs of single requests, side by side, which goes first alternating: a shared
+        # machine's speed drifts over seconds, and a pair's ratio cancels what both saw.
+        for number in range(rounds * REQUESTS):
             if number % 2 == 0:
-                found = _dse_round(stream, batch, workload)
-                plain = _plain_round(plain_request, workload.output_tokens)
+                dse_side = _dse_request(stream, batch, workload)
+                plain_side = plain_request(out)
             else:
-                plain = _plain_round(plain_request, workload.output_tokens)
-                found = _dse_round(stream, batch, workload)
-            ttft = statistics.median(t for t, _ in plain)
-            tpot = statistics.median(g for _, gaps in plain for g in gaps)
-            ratios.append((found["ttft_p50_ms"] / ttft, found["tpot_p50_ms"] / tpot))
-            print(f"  {cell} round {number}: TTFT dse "
-                  f"{found['ttft_p50_ms']:.2f} ms, plain {ttft:.2f}; TPOT dse "
-                  f"{found['tpot_p50_ms']:.3f} ms, plain {tpot:.3f}")
+                plain_side = plain_request(out)
+                dse_side = _dse_request(stream, batch, workload)
+            ratios.append((dse_side[0] / plain_side[0],
+                           statistics.median(dse_side[1]) / statistics.median(plain_side[1])))
+            if number % REQUESTS == REQUESTS - 1:
+                recent = ratios[-REQUESTS:]
+                print(f"  {cell} pairs {number + 2 - REQUESTS}-{number + 1}: TTFT dse/plain "
+                      f"{statistics.median(r for r, _ in recent):.3f}, TPOT dse/plain "
+                      f"{statistics.median(r for _, r in recent):.3f}")
         runner.close()
         ttft_ratio = statistics.median(r for r, _ in ratios)
         tpot_ratio = statistics.median(r for _, r in ratios)
-        print(f"{cell}: TTFT ratio {ttft_ratio:.3f}, TPOT ratio {tpot_ratio:.3f}")
+        print(f"{cell}: TTFT ratio {ttft_ratio:.3f}, TPOT ratio {tpot_ratio:.3f} (medians of "
+              f"{len(ratios)} paired requests)")
         worst = max(worst, abs(ttft_ratio - 1), abs(tpot_ratio - 1))
     return worst
 

@@ -10,15 +10,17 @@ if TYPE_CHECKING:
     from dse.models.llm import LanguageModel
 
 
-def save_hf_folder(model: LanguageModel, folder: Path) -> None:
+def save_hf_folder(model: LanguageModel, folder: Path, dtype: str = "float32") -> None:
     """The loaded weights as a Hugging Face folder (config, safetensors, tokenizer): what ONNX
     Runtime GenAI's model builder reads, and what an exported torch bundle loads. transformers
     will not save a model it dequantized from GGUF, so a model built from the same config takes
     its weights first; the config forgets the GGUF file's quantization (the weights handed over
     are the dequantized ones, and a reader would take them as GGUF-quantized). A config model
-    without a tokenizer gets a word-level one over its vocabulary."""
+    without a tokenizer gets a word-level one over its vocabulary. ``dtype`` (a torch dtype's
+    name): the weights' type in the files (a bf16 deployment's bundle need not carry fp32)."""
     import copy
 
+    import torch
     from transformers import AutoModelForCausalLM
 
     config = copy.deepcopy(model.module.config)
@@ -26,7 +28,7 @@ def save_hf_folder(model: LanguageModel, folder: Path) -> None:
         del config.quantization_config
     fresh: Any = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]
     fresh.load_state_dict(model.module.state_dict())
-    fresh.save_pretrained(folder)
+    fresh.to(getattr(torch, dtype)).save_pretrained(folder)
     if model.tokenizer is not None:
         model.tokenizer.save_pretrained(folder)
     else:

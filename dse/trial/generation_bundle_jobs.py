@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from dse.spec import HardwareProfile
 
 # What each runtime's model folder is, for the bundle's README and deployment.yaml.
-_FORMATS = {"torch": "a Hugging Face folder of the loaded weights (fp32; run.py casts them to the "
-                     "compute precision and quantizes them as the knobs say)",
+_FORMATS = {"torch": "a Hugging Face folder of the loaded weights at the compute precision "
+                     "(run.py quantizes them as the knobs say)",
             "openvino": "OpenVINO's stateful IR (openvino_model.xml and .bin), weights as "
                         "compressed",
             "onnxruntime_genai": "ONNX Runtime GenAI's model-builder folder (genai_config.json, "

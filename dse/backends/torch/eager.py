@@ -88,12 +88,13 @@ class TorchEagerBackend(Backend):
 
     def generation_bundle(self, runner: GenerationRunner, model: LanguageModel,
                           out: Path) -> dict[str, Any]:
-        """The loaded weights as a Hugging Face folder (fp32 as loaded: ``run.py`` casts them to
-        the compute precision and quantizes them as the knobs say, as the trial's runner did)."""
+        """The loaded weights as a Hugging Face folder at the compute precision (the trial's
+        runner cast the fp32 weights to it, and so does ``run.py``, then quantizes them as the
+        knobs say, as the runner did)."""
         from dse.models import save_hf_folder
 
-        save_hf_folder(model, out)
         described = runner.describe()
+        save_hf_folder(model, out, described.get("dtype", "float32"))
         return {"dtype": described.get("dtype", "float32"),
                 "device": described.get("device", "cpu"),
                 "weight_group_size": int(described.get("weight_group_size", 0) or 0)}

@@ -10,12 +10,12 @@ against a plain timed loop of the same model in the same process.
    and holds ``tpot_p50_ms``, ``ttft_p50_ms`` and ``perplexity_ratio``; the cells allowed are the
    distinct candidates the space offers the device (capability table, profile, space).
 2. Fidelity: for FIDELITY_CELLS (backend, precision, weights, batch) of the same model, ROUNDS x
-   REQUESTS pairs of single requests, side by side (which goes first alternates by pair): one
-   timed by dse's protocol (``dse.measure.measure_generation`` over the runner's bound stream)
+   REQUESTS / 2 pairs of two requests a side, side by side (which goes first alternates by
+   pair): two timed by dse's protocol (``dse.measure.measure_generation`` over the runner's bound stream)
    and one of a plain loop written here over what the runner deployed — torch: the module's
    forward over its own KV cache; OpenVINO: a fresh infer request on the compiled stateful IR,
    each with the head at the last position only — each step's token on the host, the host clock
-   read at each step. Each pair's ratios (TTFT; the median gap, TPOT); a cell's ratio is their
+   read at each step. Each pair's ratios (median TTFT; the median gap, TPOT); a cell's ratio is their
    median over the pairs, which cancels the drift of a shared machine's speed between them.
 
 Prints the cells and the rounds, and
@@ -218,21 +218,31 @@ def _plain(backend: str, runner: Any, prompts: Any) -> Any:
     return lambda out: _plain_request(module, ids, out)
 
 
-def _dse_request(stream: Any, batch: int, workload: Any) -> tuple[float, list[float]]:
-    """One request timed by dse's protocol over the runner's bound stream: (TTFT, the gaps
-    between later steps), ms."""
+# Requests a side per pair: the fewest dse's protocol times in one call.
+PAIR_REQUESTS = 2
+
+
+def _dse_requests(stream: Any, batch: int, workload: Any) -> tuple[list[float], list[float]]:
+    """PAIR_REQUESTS requests timed by dse's protocol over the runner's bound stream: (their
+    TTFTs, the gaps between later steps), ms."""
     from dse.measure import measure_generation
 
     stats = measure_generation(stream, batch=batch, prompt_tokens=workload.prompt_tokens,
                                output_tokens=workload.output_tokens, warmup_requests=0,
-                               min_requests=1, max_requests=1)
-    return stats.ttft_ms[0], list(stats.tpot_ms)
+                               min_requests=PAIR_REQUESTS, max_requests=PAIR_REQUESTS)
+    return list(stats.ttft_ms), list(stats.tpot_ms)
+
+
+def _plain_requests(plain_request: Any, out: int) -> tuple[list[float], list[float]]:
+    """PAIR_REQUESTS requests of the plain loop: (their TTFTs, the gaps), ms."""
+    done = [plain_request(out) for _ in range(PAIR_REQUESTS)]
+    return [ttft for ttft, _ in done], [gap for _, gaps in done for gap in gaps]
 
 
 def fidelity(experiment: Any, fidelity_cells: tuple[tuple[str, str, str, int], ...],
              rounds: int, cache_dir: Path) -> float:
     """The largest |dse / plain - 1| over the cells, TTFT and TPOT, each a median over
-    ``rounds`` x REQUESTS paired requests."""
+    ``rounds`` x REQUESTS / 2 pairs of two requests a side."""
     from dse.accuracy import prompt_ids
     from dse.backends import get_backend
     from dse.search.space import suggest_candidate
@@ -255,23 +265,24 @@ def fidelity(experiment: Any, fidelity_cells: tuple[tuple[str, str, str, int], .
         plain_request = _plain(backend, runner, prompts)
         cell = f"{backend} {precision} weights={weights} b{batch}"
         out = workload.output_tokens
-        _dse_request(stream, batch, workload)  # a warm-up request of each side
-        plain_request(out)
+        _dse_requests(stream, batch, workload)  # warm-up requests of each side
+        _plain_requests(plain_request, out)
         ratios = []
-        # Pairs of single requests, side by side, which goes first alternating: a shared
+        per_round = REQUESTS // PAIR_REQUESTS
+        # Pairs of two requests a side, side by side, which goes first alternating: a shared
         # machine's speed drifts over seconds, and a pair's ratio cancels what both saw.
-        for number in range(rounds * REQUESTS):
+        for number in range(rounds * per_round):
             if number % 2 == 0:
-                dse_side = _dse_request(stream, batch, workload)
-                plain_side = plain_request(out)
+                dse_side = _dse_requests(stream, batch, workload)
+                plain_side = _plain_requests(plain_request, out)
             else:
-                plain_side = plain_request(out)
-                dse_side = _dse_request(stream, batch, workload)
-            ratios.append((dse_side[0] / plain_side[0],
+                plain_side = _plain_requests(plain_request, out)
+                dse_side = _dse_requests(stream, batch, workload)
+            ratios.append((statistics.median(dse_side[0]) / statistics.median(plain_side[0]),
                            statistics.median(dse_side[1]) / statistics.median(plain_side[1])))
-            if number % REQUESTS == REQUESTS - 1:
-                recent = ratios[-REQUESTS:]
-                print(f"  {cell} pairs {number + 2 - REQUESTS}-{number + 1}: TTFT dse/plain "
+            if number % per_round == per_round - 1:
+                recent = ratios[-per_round:]
+                print(f"  {cell} pairs {number + 2 - per_round}-{number + 1}: TTFT dse/plain "
                       f"{statistics.median(r for r, _ in recent):.3f}, TPOT dse/plain "
                       f"{statistics.median(r for _, r in recent):.3f}")
         runner.close()

@@ -12,6 +12,7 @@ only, so a padded sequence decodes as it would alone.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -77,9 +78,16 @@ def greedy_stream(model: Any, input_ids: torch.Tensor, attention_mask: torch.Ten
 
 def _keeps_logits(model: Any) -> bool:
     """Whether the model's forward takes ``logits_to_keep`` (transformers' causal LMs do)."""
+    return _forward_keeps_logits(type(model))
+
+
+@functools.cache
+def _forward_keeps_logits(model_class: Any) -> bool:
+    # Read once per class: a signature costs tens of microseconds, which a request of a small
+    # model would otherwise pay in its time to first token.
     import inspect
 
-    return "logits_to_keep" in inspect.signature(model.forward).parameters
+    return "logits_to_keep" in inspect.signature(model_class.forward).parameters
 
 
 def cache_nbytes(cache: Any) -> int:

@@ -78,7 +78,8 @@ def greedy_stream(model: Any, input_ids: torch.Tensor, attention_mask: torch.Ten
 
 def _keeps_logits(model: Any) -> bool:
     """Whether the model's forward takes ``logits_to_keep`` (transformers' causal LMs do)."""
-    return _forward_keeps_logits(type(model))
+    model_class: Any = type(model)
+    return _forward_keeps_logits(model_class)
 
 
 @functools.cache

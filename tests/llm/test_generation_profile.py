@@ -54,8 +54,11 @@ def test_each_phase_is_its_own_table_counted_per_call() -> None:
     assert len(decode.unprofiled_us) == (OUTPUT_TOKENS - 1) * len(prefill.unprofiled_us)
     for one in (prefill, decode):
         names = {op.name for op in one.op_profile.ops}  # type: ignore[union-attr]
-        # The projections' matrix products run in both phases.
+        # The projections' matrix products run in both phases, with their FLOPs (a linear's are
+        # the matrix product's it calls).
         assert names & {"aten::linear", "aten::mm", "aten::addmm", "aten::matmul"}, names
+        linear = [op for op in one.op_profile.ops if op.name == "aten::linear"]  # type: ignore[union-attr]
+        assert linear and all(op.flops and op.flops > 0 for op in linear)
         assert one.perf.stat_missing and "mixes its two phases" in one.perf.stat_missing
     # The prefill runs the whole prompt at once: its products take more than a step's.
     assert sum(op.total_us for op in prefill.op_profile.ops) / prefill.op_profile.runs > \

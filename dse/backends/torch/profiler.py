@@ -94,7 +94,7 @@ def _add(records: dict[str, OpRecord], name: str, op_type: str, us: float,
     key = f"{name} {shapes}" if shapes else name
     record = records.get(key)
     if record is None:
-        flops = float(event.flops) if event is not None and event.flops else None
+        flops = _flops(event)
         record = records[key] = OpRecord(name, op_type, 0, 0.0, where=_where(event),
                                          flops=flops, bytes=_input_bytes(event),
                                          input_shapes=shapes)
@@ -103,6 +103,18 @@ def _add(records: dict[str, OpRecord], name: str, op_type: str, us: float,
     device = _device_us(event)
     if device is not None:
         record.device_us = (record.device_us or 0.0) + device
+
+
+def _flops(event: Any | None) -> float | None:
+    """torch's FLOP count of one call of the op: its own, else its callees' (``aten::linear``
+    counts none itself; the ``aten::addmm`` or ``aten::mm`` it calls does); None when none is
+    counted."""
+    if event is None:
+        return None
+    if event.flops:
+        return float(event.flops)
+    inner = sum(_flops(child) or 0.0 for child in event.cpu_children)
+    return inner or None
 
 
 def _shapes(event: Any | None) -> str:

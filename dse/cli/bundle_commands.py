@@ -52,8 +52,14 @@ def export(
     say = _sayer(console)
     say(f"trial {d['trial']} on {d['device']['profile']}: {stack['backend']} "
         f"{stack['precision']} batch {stack['batch_size']} -> {bundle.folder}")
-    say(f"  {d['artifact']['file']} ({d['artifact']['bytes']:,} bytes, sha256 "
-        f"{d['artifact']['sha256'][:12]}), {len(bundle.files)} files in the manifest")
+    if "artifact" in d:
+        say(f"  {d['artifact']['file']} ({d['artifact']['bytes']:,} bytes, sha256 "
+            f"{d['artifact']['sha256'][:12]}), {len(bundle.files)} files in the manifest")
+    else:  # a language model's bundle: its runtime's model folder and its workload
+        model, workload = d["model"], d["workload"]
+        say(f"  {model['folder']}/: {model['files']} files, {model['bytes']:,} bytes "
+            f"({model['format']}); {workload['prompts_file']} and the greedy tokens recorded on "
+            f"them, {workload['tokens_file']}; {len(bundle.files)} files in the manifest")
     for note in d.get("notes", []):
         say(f"  note: {note}")
     if d.get("standalone"):

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 from rich.console import Console
+from typer.testing import CliRunner
 
-from dse import export, load_experiment, profile, run_campaign, verify
+from dse import load_experiment, profile, run_campaign, verify
+from dse.cli import app
 from dse.cli.bundle_commands import print_report
 from dse.core import Candidate
 from dse.core.metrics import metric
@@ -108,7 +110,11 @@ def test_a_random_weights_architecture_search(tmp_path: Path) -> None:
     # dse export of the trial, then dse verify of the bundle on this device: the same greedy
     # tokens, its phases timed again (a loose tolerance: this test checks the path, not the
     # machine's speed; tests/llm/test_llm_export.py runs each runtime's run.py).
-    bundle = export(experiment, number, tmp_path / "bundle").folder
+    bundle = tmp_path / "bundle"
+    exported = CliRunner().invoke(app, ["export", str(experiment), "--trial", str(number),
+                                        "--out", str(bundle)])
+    assert exported.exit_code == 0, exported.output
+    assert "model/: " in exported.output and "data/prompts.npy" in exported.output
     assert yaml.safe_load((bundle / "deployment.yaml").read_text())["kind"] == "generation"
     report = verify(bundle, tolerance=100.0, confirm_runs=0)
     checks = {check.metric: check for check in report.checks}

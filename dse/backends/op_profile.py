@@ -137,6 +137,8 @@ class GenerationProfileRequest:
         output_tokens: the steps of each request (its prefill's token, then decode steps).
         requests: how many requests to run under the profiler.
         out_dir: an existing folder for the profiler's raw files (and its trace).
+        prompts: the prompt ids the stream is bound to, (batch, prompt tokens), for a runtime
+            whose profiler must be switched on inside a request (ONNX Runtime GenAI's).
     """
 
     runner: Any
@@ -144,6 +146,7 @@ class GenerationProfileRequest:
     output_tokens: int
     requests: int
     out_dir: Path
+    prompts: Any = None
 
 
 def timed_runs(run: Callable[[Any], Any], batch: Any, runs: int,

@@ -86,7 +86,8 @@ def profile_generator(runner: GenerationRunner, prompts: np.ndarray, output_toke
         plain = _timed_requests(stream, output_tokens, (requests + 1) // 2)
         profiled = max(1, min(requests, MAX_PROFILED_REQUESTS,
                               settings.max_profiled_runs // output_tokens))
-        ops, missing = _backend_profile(runner, stream, output_tokens, profiled, candidate, out)
+        ops, missing = _backend_profile(runner, stream, output_tokens, profiled, candidate, out,
+                                        prompts)
         for name, times in _timed_requests(stream, output_tokens, (requests + 1) // 2).items():
             plain[name] += times
         threads = runner_threads(runner)
@@ -122,10 +123,10 @@ def _timed_requests(stream: Callable[[], Iterator[Any]], output_tokens: int,
 
 
 def _backend_profile(runner: GenerationRunner, stream: Callable[[], Iterator[Any]],
-                     output_tokens: int, requests: int, candidate: Candidate,
-                     out: Path) -> tuple[dict[str, OpProfile] | None, str]:
+                     output_tokens: int, requests: int, candidate: Candidate, out: Path,
+                     prompts: np.ndarray) -> tuple[dict[str, OpProfile] | None, str]:
     backend = get_backend(candidate.backend)
-    request = GenerationProfileRequest(runner, stream, output_tokens, requests, out)
+    request = GenerationProfileRequest(runner, stream, output_tokens, requests, out, prompts)
     try:
         return backend.profile_generation(request), ""
     except ProfilerMissing as exc:

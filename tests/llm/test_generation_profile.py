@@ -19,14 +19,14 @@ PROFILE = load_profile(Path(__file__).resolve().parents[2] / "hw_profiles" / "lo
 OUTPUT_TOKENS = 5
 
 
-def _candidate(backend: str) -> Candidate:
+def _candidate(backend: str, hidden_size: int = 32) -> Candidate:
     return Candidate(
         family="llm:llama", precision="fp32", batch_size=2, backend=backend,
         knobs={"num_threads": 1}, device_profile="local-cpu",
         model={"llm": {"kind": "config", "config": "llama", "seed": 0,
-                       "base": {"vocab_size": 128, "hidden_size": 32, "intermediate_size": 64,
-                                "num_hidden_layers": 2, "num_attention_heads": 4,
-                                "num_key_value_heads": 2}},
+                       "base": {"vocab_size": 128, "hidden_size": hidden_size,
+                                "intermediate_size": 64, "num_hidden_layers": 2,
+                                "num_attention_heads": 4, "num_key_value_heads": 2}},
                "workload": {"prompt_tokens": 8, "output_tokens": OUTPUT_TOKENS}})
 
 
@@ -86,3 +86,26 @@ def test_the_phase_is_checked() -> None:
     with pytest.raises(ValueError, match=r"phase must be one of \['prefill', 'decode'\], "
                                          r"got 'decod'"):
         check_phase("decod")
+
+
+def test_onnxruntime_genai_profiles_each_step_as_its_own_file() -> None:
+    """ONNX Runtime GenAI's session profiling, switched on step by step: a request's first file
+    is its prefill, each later one a decode step; the builder graph's MatMul nodes in both."""
+    pytest.importorskip("onnxruntime_genai", reason="needs onnxruntime-genai (pip install 'dse[llm]')")
+    candidate = _candidate("onnxruntime_genai", hidden_size=64)  # GenAI's attention: heads of 16
+    prepared = prepare_generator(candidate, PROFILE)
+    found = {}
+    try:
+        for phase in ("prefill", "decode"):
+            found[phase] = profile_generator(
+                prepared.runner, prepared.prompts, OUTPUT_TOKENS, candidate, PROFILE,
+                ProfileSettings(window_s=0.01, perf=False, phase=phase))
+    finally:
+        prepared.runner.close()
+    prefill, decode = found["prefill"].op_profile, found["decode"].op_profile
+    assert prefill is not None and decode is not None, found["decode"].profiler_missing
+    assert decode.runs == prefill.runs * (OUTPUT_TOKENS - 1)
+    assert len(decode.run_op_us) == decode.runs and all(us > 0 for us in decode.run_op_us)
+    for table in (prefill, decode):
+        assert any(op.op_type in ("MatMul", "MatMulNBits") for op in table.ops), table.ops
+        assert table.profiler.startswith("onnxruntime node profiling")

@@ -17,6 +17,7 @@ from dse.plugins import BackendDeclaration, Capability, Standalone
 if TYPE_CHECKING:
     from dse.artifacts import Artifact
     from dse.backends.generation_runner import GenerationRunner
+    from dse.backends.op_profile import GenerationProfileRequest, OpProfile
     from dse.models import LanguageModel
     from dse.spec import HardwareProfile
 
@@ -55,7 +56,7 @@ class OrtGenAIBackend(Backend):
         thread_knob="num_threads", libraries=("onnxruntime-genai", "onnxruntime"),
         extra="llm", summary="ONNX Runtime GenAI: generative language models (model builder, "
                              "generator loop)",
-        generation=generation_capability,
+        generation=generation_capability, profiler="onnxruntime node profiling (requests)",
         generation_standalone=Standalone("dse.backends.onnxruntime_genai.run_script",
                                          ("onnxruntime-genai", "numpy")))
 
@@ -81,6 +82,11 @@ class OrtGenAIBackend(Backend):
                              f"{type(runner).__name__}")
         copy_model_folder(runner.folder, out)
         return {}
+
+    def profile_generation(self, request: GenerationProfileRequest) -> dict[str, OpProfile]:
+        from dse.backends.onnxruntime_genai.profiler import profile_genai_generation
+
+        return profile_genai_generation(request)
 
     def bundled_generator(self, folder: Path, settings: Mapping[str, Any], precision: str,
                           knobs: Mapping[str, Any], profile: HardwareProfile,

@@ -3,7 +3,9 @@ measurements, artifact and data; a one-line DseError naming the bundle and what 
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,7 +64,7 @@ def read_bundle(folder: Path) -> Bundle:
                        f"dse reads bundle format {layout.FORMAT}")
     if deployment.get("kind") == "generation":
         return _generation_bundle(folder, deployment)
-    try:
+    with _readable(folder):
         measurements = json.loads((folder / layout.MEASUREMENTS).read_text())
         artifact_file = folder / str(deployment["artifact"]["file"])
         artifact = artifact_file.read_bytes()
@@ -70,19 +72,13 @@ def read_bundle(folder: Path) -> Bundle:
         data = CarriedData(np.load(folder / layout.INPUTS),
                            np.load(labels) if labels.is_file() else None,
                            np.load(folder / layout.REFERENCE), np.load(folder / layout.OUTPUTS))
-        for key in ("candidate", "deployment", "input", "measurement", "device"):
-            if not isinstance(deployment.get(key), dict):
-                raise KeyError(key)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        what = f"field {exc.args[0]!r} is missing" if isinstance(exc, KeyError) else \
-            f"{type(exc).__name__}: {exc}"
-        raise DseError(f"{folder}: not a readable bundle: {what}") from None
+        _mappings(deployment, ("candidate", "deployment", "input", "measurement", "device"))
     return Bundle(folder, deployment, measurements, artifact, data, _run_to_run(folder))
 
 
 def _generation_bundle(folder: Path, deployment: dict[str, Any]) -> Bundle:
     """A language model's bundle: its model folder's files, prompts and recorded tokens."""
-    try:
+    with _readable(folder):
         measurements = json.loads((folder / layout.MEASUREMENTS).read_text())
         workload = deployment["workload"]
         model = folder / str(deployment["model"]["folder"])
@@ -92,14 +88,26 @@ def _generation_bundle(folder: Path, deployment: dict[str, Any]) -> Bundle:
             raise ValueError(f"{model.name}/ holds no file")
         data = GenerationData(files, np.load(folder / str(workload["prompts_file"])),
                               np.load(folder / str(workload["tokens_file"])))
-        for key in ("candidate", "deployment", "measurement", "device", "model"):
-            if not isinstance(deployment.get(key), dict):
-                raise KeyError(key)
+        _mappings(deployment, ("candidate", "deployment", "measurement", "device", "model"))
+    return Bundle(folder, deployment, measurements, b"", None, _run_to_run(folder), data)
+
+
+@contextlib.contextmanager
+def _readable(folder: Path) -> Iterator[None]:
+    """What goes wrong reading the bundle's files, as one DseError naming the bundle."""
+    try:
+        yield
     except (OSError, ValueError, KeyError, TypeError) as exc:
         what = f"field {exc.args[0]!r} is missing" if isinstance(exc, KeyError) else \
             f"{type(exc).__name__}: {exc}"
         raise DseError(f"{folder}: not a readable bundle: {what}") from None
-    return Bundle(folder, deployment, measurements, b"", None, _run_to_run(folder), data)
+
+
+def _mappings(deployment: dict[str, Any], keys: tuple[str, ...]) -> None:
+    """KeyError naming the first of ``keys`` that is not a mapping in ``deployment.yaml``."""
+    for key in keys:
+        if not isinstance(deployment.get(key), dict):
+            raise KeyError(key)
 
 
 def _run_to_run(folder: Path) -> RunToRun | None:

@@ -10,6 +10,7 @@ import json
 import math
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,12 +66,20 @@ def write_bundle(out: Path, exported: ExportedModel, candidate: Candidate, trial
                  profile_yaml: str, *, force: bool = False) -> Path:
     """Write the bundle at ``out``; DseError when ``out`` holds something else (a non-empty
     folder that is not a bundle, or a bundle without ``force``)."""
+    return write_staged(out, force,
+                        lambda staging: _write(staging, exported, candidate, trial, profile_yaml))
+
+
+def write_staged(out: Path, force: bool, write: Callable[[Path], None]) -> Path:
+    """A bundle at ``out``, whole or absent: ``write`` fills a fresh folder beside it, the
+    manifest is added, and the folder is renamed into place (replacing a bundle there with
+    ``force``; DseError when ``out`` holds something else)."""
     out = out.resolve()
     check_target(out, force)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        _write(staging, exported, candidate, trial, profile_yaml)
+        write(staging)
         write_manifest(staging)
         if out.exists():
             shutil.rmtree(out)

@@ -9,8 +9,6 @@ from __future__ import annotations
 import datetime
 import json
 import math
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +17,8 @@ import yaml
 
 from dse.core import Candidate, DseError, __version__
 from dse.deploy import layout
-from dse.deploy.bundle_write import RecordedTrial, check_target
+from dse.deploy.bundle_write import RecordedTrial, write_staged
 from dse.deploy.exported import ExportedGenerator
-from dse.deploy.manifest import write_manifest
 from dse.deploy.run_script import render_generation_run_script
 from dse.deploy.standalone import requirements_text
 from dse.plugins import declaration
@@ -38,20 +35,8 @@ def write_generation_bundle(out: Path, exported: ExportedGenerator, candidate: C
                             force: bool = False) -> Path:
     """Write the bundle at ``out``; DseError when ``out`` holds something else (a non-empty
     folder that is not a bundle, or a bundle without ``force``)."""
-    out = out.resolve()
-    check_target(out, force)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        _write(staging, exported, candidate, trial, profile_yaml)
-        write_manifest(staging)
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return out
+    return write_staged(out, force,
+                        lambda staging: _write(staging, exported, candidate, trial, profile_yaml))
 
 
 def _write(folder: Path, exported: ExportedGenerator, candidate: Candidate,

@@ -33,17 +33,7 @@ def render_run_script(backend: str, settings: dict[str, Any]) -> str:
     standalone = declaration(backend).standalone
     if standalone is None:
         raise DseError(f"backend {backend!r} has no standalone run.py in dse")
-    header = (f'"""Run this bundle\'s model ({backend} {settings["precision"]}, batch '
-              f'{settings["batch_size"]}) with only its runtime installed:\n\n'
-              f'    pip install -r requirements.txt\n    python run.py --help\n\n'
-              f'Written by ``dse export``; the settings below are the ones it was measured '
-              f'with."""\n\n')
-    literal = pprint.pformat(settings, width=100, sort_dicts=True)
-    return (header + "# ruff: noqa\n# mypy: ignore-errors\n"
-            + f"SETTINGS = {literal}\n\n\n"
-            + _part(standalone.script).rstrip() + "\n\n\n"
-            + _part(_MAIN).rstrip() + "\n\n\n"
-            + 'if __name__ == "__main__":\n    main(load, SETTINGS)\n')
+    return _joined(f"this bundle's model ({backend}", settings, standalone.script, _MAIN, "load")
 
 
 def render_generation_run_script(backend: str, settings: dict[str, Any]) -> str:
@@ -56,14 +46,21 @@ def render_generation_run_script(backend: str, settings: dict[str, Any]) -> str:
     if standalone is None:
         raise DseError(f"backend {backend!r} has no standalone run.py for a language model in "
                        f"dse")
-    header = (f'"""Run this bundle\'s language model ({backend} {settings["precision"]}, batch '
-              f'{settings["batch_size"]}) with only its runtime installed:\n\n'
+    return _joined(f"this bundle's language model ({backend}", settings, standalone.script,
+                   _GENERATION_MAIN, "load_generator")
+
+
+def _joined(what: str, settings: dict[str, Any], script: str, main: str, loader: str) -> str:
+    """``run.py``: a docstring saying how to run ``what``, the settings, the backend's part
+    (``script``, defining ``loader``) and the shared command line (``main``)."""
+    header = (f'"""Run {what} {settings["precision"]}, batch {settings["batch_size"]}) with '
+              f'only its runtime installed:\n\n'
               f'    pip install -r requirements.txt\n    python run.py --help\n\n'
               f'Written by ``dse export``; the settings below are the ones it was measured '
               f'with."""\n\n')
     literal = pprint.pformat(settings, width=100, sort_dicts=True)
     return (header + "# ruff: noqa\n# mypy: ignore-errors\n"
             + f"SETTINGS = {literal}\n\n\n"
-            + _part(standalone.script).rstrip() + "\n\n\n"
-            + _part(_GENERATION_MAIN).rstrip() + "\n\n\n"
-            + 'if __name__ == "__main__":\n    main(load_generator, SETTINGS)\n')
+            + _part(script).rstrip() + "\n\n\n"
+            + _part(main).rstrip() + "\n\n\n"
+            + f'if __name__ == "__main__":\n    main({loader}, SETTINGS)\n')

@@ -92,31 +92,24 @@ class OrtGenAIBackend(Backend):
                           knobs: Mapping[str, Any], profile: HardwareProfile,
                           batch_size: int) -> GenerationRunner:
         """The bundle's model-builder folder, loaded with the knobs' threads."""
-        self.check_knob_values(knobs)
-        entry = generation_capability(precision, profile.kind)
-        if not entry.supported:
-            raise BuildError(entry.reason)
-        try:
-            import onnxruntime_genai as og
-        except ImportError as exc:
-            raise BuildError(f"{NAME} needs onnxruntime-genai: pip install 'dse[llm]' "
-                             f"({exc})") from exc
-        from dse.backends.onnxruntime_genai.runner import GenAIRunner
-
-        weights, _ = weight_knobs(knobs)
-        threads = thread_knob(knobs, self.thread_knob, default_threads(profile))
-        described = {"backend": NAME, "backend_version": og.__version__, "device": "cpu",
-                     "precision": precision, "threads": str(threads), "weights": weights,
-                     "model_folder": str(folder), "mode": "model-builder folder from a bundle"}
-        try:
-            return GenAIRunner(folder, batch_size, threads, described)
-        except (RuntimeError, OSError, ValueError) as exc:
-            raise BuildError(f"ONNX Runtime GenAI cannot load the bundle's model: "
-                             f"{' '.join(str(exc).split())}") from exc
+        og = self._runtime(precision, knobs, profile)
+        return self._loaded(og, folder, "the bundle's model", precision, knobs, profile,
+                            batch_size, {"mode": "model-builder folder from a bundle"})
 
     def compile_generator(self, model: LanguageModel, precision: str, knobs: Mapping[str, Any],
                           profile: HardwareProfile, batch_size: int, *,
                           cache_dir: Path | None = None) -> GenerationRunner:
+        og = self._runtime(precision, knobs, profile)
+        from dse.backends.onnxruntime_genai.build import BUILDER_PRECISION, genai_folder
+
+        weights, group = weight_knobs(knobs)
+        folder = genai_folder(model, weights, group, cache_dir or _default_cache())
+        return self._loaded(og, folder, "the built model", precision, knobs, profile, batch_size,
+                            {"builder_precision": BUILDER_PRECISION[weights]})
+
+    def _runtime(self, precision: str, knobs: Mapping[str, Any], profile: HardwareProfile) -> Any:
+        """onnxruntime_genai, once the knobs, precision and device are known to be runnable;
+        BuildError otherwise."""
         self.check_knob_values(knobs)
         entry = generation_capability(precision, profile.kind)
         if not entry.supported:
@@ -126,23 +119,27 @@ class OrtGenAIBackend(Backend):
         except ImportError as exc:
             raise BuildError(f"{NAME} needs onnxruntime-genai: pip install 'dse[llm]' "
                              f"({exc})") from exc
-        from dse.backends.onnxruntime_genai.build import BUILDER_PRECISION, genai_folder
+        return og
+
+    def _loaded(self, og: Any, folder: Path, what: str, precision: str,
+                knobs: Mapping[str, Any], profile: HardwareProfile, batch_size: int,
+                extra: dict[str, str]) -> GenerationRunner:
+        """The runner of a model-builder ``folder`` with the knobs' threads; BuildError naming
+        ``what`` it is when GenAI cannot load it."""
         from dse.backends.onnxruntime_genai.runner import GenAIRunner
 
         weights, group = weight_knobs(knobs)
         threads = thread_knob(knobs, self.thread_knob, default_threads(profile))
-        folder = genai_folder(model, weights, group, cache_dir or _default_cache())
         described = {"backend": NAME, "backend_version": og.__version__, "device": "cpu",
                      "precision": precision, "threads": str(threads), "weights": weights,
-                     "builder_precision": BUILDER_PRECISION[weights],
                      "model_folder": str(folder), "kv_cache": "ONNX Runtime GenAI (shared "
-                     "past/present buffer of the request's length)"}
+                     "past/present buffer of the request's length)", **extra}
         if weights == "int4":
             described["weight_group_size"] = str(group)
         try:
             return GenAIRunner(folder, batch_size, threads, described)
         except (RuntimeError, OSError, ValueError) as exc:
-            raise BuildError(f"ONNX Runtime GenAI cannot load the built model: "
+            raise BuildError(f"ONNX Runtime GenAI cannot load {what}: "
                              f"{' '.join(str(exc).split())}") from exc
 
 

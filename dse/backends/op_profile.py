@@ -124,6 +124,9 @@ class ProfileRequest:
 # token) and one decode step (each token after it).
 PREFILL, DECODE = "prefill", "decode"
 PHASES = (PREFILL, DECODE)
+# What one profiled call of each phase is, for a profile's notes.
+PHASE_CALLS = {PREFILL: "request's prefill (its prompt, up to the first token)",
+               DECODE: "decode step (one token per sequence)"}
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from dse.deploy.exported import GenerationVerifyRequest as GenerationVerifyRequest
     from dse.deploy.exported import VerifiedModel as VerifiedModel
     from dse.deploy.exported import VerifyRequest as VerifyRequest
+    from dse.deploy.exported import folder_files as folder_files
+    from dse.deploy.exported import write_folder_files as write_folder_files
     from dse.deploy.generation_bundle import GENERATION_KIND as GENERATION_KIND
     from dse.deploy.generation_bundle import write_generation_bundle as write_generation_bundle
     from dse.deploy.layout import DEPLOYMENT as DEPLOYMENT
@@ -66,6 +68,7 @@ _NAMES = {
     "bundle_files": "dse.deploy.manifest",
     "check_target": "dse.deploy.bundle_write",
     "decided": "dse.deploy.confirm",
+    "folder_files": "dse.deploy.exported",
     "is_disturbed": "dse.deploy.confirm",
     "latency_checks": "dse.deploy.compare",
     "read_bundle": "dse.deploy.bundle_read",
@@ -73,6 +76,7 @@ _NAMES = {
     "settled": "dse.deploy.confirm",
     "summary": "dse.deploy.confirm",
     "write_bundle": "dse.deploy.bundle_write",
+    "write_folder_files": "dse.deploy.exported",
     "write_generation_bundle": "dse.deploy.generation_bundle",
 }
 __all__ = sorted(_NAMES)

@@ -15,7 +15,7 @@ import yaml
 
 from dse.core import DseError
 from dse.deploy import layout
-from dse.deploy.exported import CarriedData
+from dse.deploy.exported import CarriedData, folder_files
 from dse.deploy.manifest import manifest_problems
 from dse.measure import RunToRun, load
 
@@ -82,8 +82,7 @@ def _generation_bundle(folder: Path, deployment: dict[str, Any]) -> Bundle:
         measurements = json.loads((folder / layout.MEASUREMENTS).read_text())
         workload = deployment["workload"]
         model = folder / str(deployment["model"]["folder"])
-        files = {str(path.relative_to(model)): path.read_bytes()
-                 for path in sorted(model.rglob("*")) if path.is_file()}
+        files = folder_files(model)
         if not files:
             raise ValueError(f"{model.name}/ holds no file")
         data = GenerationData(files, np.load(folder / str(workload["prompts_file"])),

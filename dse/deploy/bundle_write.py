@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import yaml
@@ -24,6 +24,9 @@ from dse.deploy.exported import CarriedData, ExportedModel
 from dse.deploy.manifest import file_sha256, write_manifest
 from dse.deploy.standalone import write_standalone
 from dse.util import atomic_write_text
+
+if TYPE_CHECKING:
+    from dse.measure import RunToRun
 
 # The compact latency distribution: every percentile, and the far tail.
 _QUANTILES = [*range(101), 99.9]
@@ -172,15 +175,22 @@ def _deployment(exported: ExportedModel, candidate: Candidate, trial: RecordedTr
         "standalone": None if standalone is None else {
             "script": layout.RUN_SCRIPT, "requirements": layout.REQUIREMENTS,
             "model_file": standalone["model_file"]},
-        "device": {"profile": trial.device, "device_id": trial.device_id,
-                   "profile_file": layout.DEVICE_PROFILE,
-                   "fingerprint": dict(sorted(exported.fingerprint.items())),
-                   "run_to_run": (exported.run_to_run.describe() if exported.run_to_run
-                                  else "not calibrated"),
-                   "libraries": dict(sorted(exported.versions.items()))},
+        "device": device_section(trial, exported.fingerprint, exported.run_to_run,
+                                 exported.versions),
         "measurement": trial.measurement,
         "notes": list(trial.notes),
     }
+
+
+def device_section(trial: RecordedTrial, fingerprint: dict[str, str],
+                   run_to_run: RunToRun | None, versions: dict[str, str]) -> dict[str, Any]:
+    """``deployment.yaml``'s ``device``: the profile and device measured on, the device's
+    fingerprint and calibration, the runtime libraries' versions (either kind of bundle)."""
+    return {"profile": trial.device, "device_id": trial.device_id,
+            "profile_file": layout.DEVICE_PROFILE,
+            "fingerprint": dict(sorted(fingerprint.items())),
+            "run_to_run": run_to_run.describe() if run_to_run else "not calibrated",
+            "libraries": dict(sorted(versions.items()))}
 
 
 def _measurements(trial: RecordedTrial, data: CarriedData) -> dict[str, Any]:

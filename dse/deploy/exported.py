@@ -4,6 +4,7 @@ plain, picklable data. A farm device's disk is not the driver's, so files travel
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -162,3 +163,18 @@ class GenerationVerifyRequest:
     prompts: np.ndarray
     tokens: np.ndarray
     run_to_run: RunToRun | None = None
+
+
+def folder_files(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` by its path relative to it: a model folder as it crosses
+    between a device and the driver (``dse export``, ``dse verify``)."""
+    return {str(path.relative_to(folder)): path.read_bytes()
+            for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def write_folder_files(folder: Path, files: dict[str, bytes]) -> None:
+    """Write ``files`` (relative path -> bytes, as :func:`folder_files` gives) under ``folder``."""
+    for name, data in sorted(files.items()):
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)

@@ -17,8 +17,8 @@ import yaml
 
 from dse.core import Candidate, DseError, __version__
 from dse.deploy import layout
-from dse.deploy.bundle_write import RecordedTrial, write_staged
-from dse.deploy.exported import ExportedGenerator
+from dse.deploy.bundle_write import RecordedTrial, device_section, write_staged
+from dse.deploy.exported import ExportedGenerator, write_folder_files
 from dse.deploy.run_script import render_generation_run_script
 from dse.deploy.standalone import requirements_text
 from dse.plugins import declaration
@@ -41,11 +41,7 @@ def write_generation_bundle(out: Path, exported: ExportedGenerator, candidate: C
 
 def _write(folder: Path, exported: ExportedGenerator, candidate: Candidate,
            trial: RecordedTrial, profile_yaml: str) -> None:
-    model = folder / layout.MODEL_DIR
-    for name, data in sorted(exported.model_files.items()):
-        target = model / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+    write_folder_files(folder / layout.MODEL_DIR, exported.model_files)
     (folder / layout.DATA_DIR).mkdir()
     np.save(folder / PROMPTS, exported.prompts)
     np.save(folder / TOKENS, exported.tokens)
@@ -90,12 +86,8 @@ def _write(folder: Path, exported: ExportedGenerator, candidate: Candidate,
                   "settings": dict(exported.settings)},
         "standalone": {"script": layout.RUN_SCRIPT, "requirements": layout.REQUIREMENTS,
                        "settings": settings} if has_script else None,
-        "device": {"profile": trial.device, "device_id": trial.device_id,
-                   "profile_file": layout.DEVICE_PROFILE,
-                   "fingerprint": dict(sorted(exported.fingerprint.items())),
-                   "run_to_run": (exported.run_to_run.describe() if exported.run_to_run
-                                  else "not calibrated"),
-                   "libraries": dict(sorted(exported.versions.items()))},
+        "device": device_section(trial, exported.fingerprint, exported.run_to_run,
+                                 exported.versions),
         "measurement": trial.measurement,
         "notes": list(trial.notes),
     }

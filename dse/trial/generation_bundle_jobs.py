@@ -15,7 +15,12 @@ import numpy as np
 from dse.artifacts import device_fingerprint
 from dse.backends import get_backend
 from dse.core import BuildError, Candidate
-from dse.deploy import ExportedGenerator, GenerationVerifyRequest
+from dse.deploy import (
+    ExportedGenerator,
+    GenerationVerifyRequest,
+    folder_files,
+    write_folder_files,
+)
 from dse.models import load_language_model
 from dse.trial.bundle_jobs import plain_strings, versions_of
 from dse.trial.llm_model import PreparedGenerator, candidate_workload
@@ -45,8 +50,7 @@ def export_generator(candidate: Candidate, prepared: PreparedGenerator,
     with tempfile.TemporaryDirectory(prefix="dse-export-llm-") as work:
         folder = Path(work)
         settings = backend.generation_bundle(runner, model, folder)
-        files = {str(path.relative_to(folder)): path.read_bytes()
-                 for path in sorted(folder.rglob("*")) if path.is_file()}
+        files = folder_files(folder)
     tokens = runner.generate(prepared.prompts, workload.output_tokens)
     declared = backend.declaration
     wanted = declared.libraries + (declared.generation_standalone.requirements
@@ -72,10 +76,7 @@ def verify_prepared_generator(request: GenerationVerifyRequest, profile: Hardwar
     scratch_root.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="verify-llm-", dir=scratch_root))
     try:
-        for name, data in request.model_files.items():
-            target = folder / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+        write_folder_files(folder, request.model_files)
         runner = backend.bundled_generator(folder, request.settings, candidate.precision,
                                            candidate.knobs, profile, candidate.batch_size)
         return PreparedGenerator(runner, candidate_workload(candidate),

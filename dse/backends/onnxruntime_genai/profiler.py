@@ -21,6 +21,7 @@ import numpy as np
 from dse.backends.onnxruntime.profiler import node_records
 from dse.backends.op_profile import (
     DECODE,
+    PHASE_CALLS,
     PHASES,
     PREFILL,
     GenerationProfileRequest,
@@ -29,8 +30,6 @@ from dse.backends.op_profile import (
 )
 
 PROFILER = "onnxruntime node profiling (onnxruntime-genai runtime option)"
-_CALL = {PREFILL: "request's prefill (its prompt appended, the first token generated)",
-         DECODE: "decode step (one token per sequence)"}
 
 
 def profile_genai_generation(request: GenerationProfileRequest) -> dict[str, OpProfile]:
@@ -78,7 +77,7 @@ def profile_genai_generation(request: GenerationProfileRequest) -> dict[str, OpP
             f"{PROFILER} {og.__version__}", len(events),
             node_records([event for step_events in events for event in step_events]),
             files=list(files[phase]), trace=None, run_us=call_us[phase], run_op_us=op_us,
-            notes=[f"one profiled call is one {_CALL[phase]}: one JSON file of ONNX Runtime's "
+            notes=[f"one profiled call is one {PHASE_CALLS[phase]}: one JSON file of ONNX Runtime's "
                    f"per-node profile ({request.requests} requests of {out} tokens)",
                    "node names are those of the model builder's graph as ONNX Runtime optimised "
                    "it; FLOPs and bytes come from the shapes each node ran at"])

@@ -13,13 +13,19 @@ from __future__ import annotations
 
 import time
 
-from dse.backends.op_profile import DECODE, PHASES, PREFILL, GenerationProfileRequest, OpProfile, OpRecord
+from dse.backends.op_profile import (
+    DECODE,
+    PHASE_CALLS,
+    PHASES,
+    PREFILL,
+    GenerationProfileRequest,
+    OpProfile,
+    OpRecord,
+)
 from dse.backends.torch.profiler import PROFILER, collect_rows
 
 PHASE_RANGES = {PREFILL: "dse::prefill", DECODE: "dse::decode"}
 RAW_TRACE = "torch-generation-trace.json"
-_CALL = {PREFILL: "request's prefill (its prompt, up to the first token)",
-         DECODE: "decode step (one token per sequence)"}
 
 
 def profile_torch_generation(request: GenerationProfileRequest) -> dict[str, OpProfile]:
@@ -56,7 +62,7 @@ def profile_torch_generation(request: GenerationProfileRequest) -> dict[str, OpP
             before = sum(record.total_us for record in records.values())
             collect_rows(event, records)
             op_us.append(sum(record.total_us for record in records.values()) - before)
-        notes = [f"one profiled call is one {_CALL[phase]}, inside the requests a trial times "
+        notes = [f"one profiled call is one {PHASE_CALLS[phase]}, inside the requests a trial times "
                  f"({request.requests} requests of {output_tokens} tokens, both phases profiled "
                  f"together; the trace holds both)",
                  "bytes count an op's inputs only (torch's profiler records no output shapes): "
